@@ -1,0 +1,3 @@
+"""emobench: a dynamic emotional-intelligence benchmark for chat models."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from emobench.cli import main
+
+main()

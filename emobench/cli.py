@@ -1,0 +1,124 @@
+"""The emobench command line: parse, call, print. Errors are one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from emobench.errors import EmobenchError
+
+app = typer.Typer(help="emobench: a dynamic emotional-intelligence benchmark for chat models.", no_args_is_help=True, add_completion=False)
+err = Console(stderr=True)
+out = Console()
+
+T = TypeVar("T")
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run fn, turning emobench errors into one line on stderr and their exit code."""
+    try:
+        return fn()
+    except EmobenchError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        err.print("interrupted: finished episodes are kept; rerun with --resume RUN_DIR to continue")
+        raise typer.Exit(130) from None
+
+
+def _overrides(
+    subject: list[str] | None, user: str | None, judge: list[str] | None, split: str | None, seeds: str | None,
+    max_turns: int | None, min_turns: int | None, limit: int | None,
+) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if subject:
+        data["subjects"] = [{"binding": s} for s in subject]
+    if user:
+        data["user"] = {"binding": user}
+    if judge:
+        data["judges"] = [{"binding": j} for j in judge]
+    if split:
+        data["split"] = split
+    if seeds:
+        try:
+            data["seeds"] = [int(s) for s in seeds.split(",") if s.strip()]
+        except ValueError:
+            raise EmobenchError(f"--seeds: {seeds!r} is not a comma-separated list of integers") from None
+    for key, value in (("max_turns", max_turns), ("min_turns", min_turns), ("limit_cases", limit)):
+        if value is not None:
+            data[key] = value
+    return data
+
+
+def _merge_roles(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """CLI bindings replace the config's binding but keep its sampling when the role exists."""
+    merged = {**base, **override}
+    for key in ("subjects", "judges"):
+        if key in override and key in base and len(base[key]) == len(override[key]):
+            merged[key] = [{**b, "binding": o["binding"], "label": None} for b, o in zip(base[key], override[key])]
+    if "user" in override and "user" in base:
+        merged["user"] = {**base["user"], "binding": override["user"]["binding"], "label": None}
+    return merged
+
+
+@app.command()
+def run(
+    config: Annotated[Path | None, typer.Option(help="Run config YAML (default: configs/demo.yaml).")] = None,
+    subject: Annotated[list[str] | None, typer.Option(help="Subject binding; repeat for several.")] = None,
+    user: Annotated[str | None, typer.Option(help="User-simulator binding.")] = None,
+    judge: Annotated[list[str] | None, typer.Option(help="Judge binding; repeat for a panel.")] = None,
+    split: Annotated[str | None, typer.Option(help="Split to run (demo, test, dev).")] = None,
+    seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 0,1,2.")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Turn limit per episode.")] = None,
+    min_turns: Annotated[int | None, typer.Option(help="First turn at which EPM and meter stop rules apply.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Run only the first N cases of the split.")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Where run directories go.")] = Path("runs"),
+    run_id: Annotated[str | None, typer.Option(help="Run directory name (default: a timestamp).")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue this run directory, skipping finished episodes.")] = None,
+    force: Annotated[bool, typer.Option(help="Resume even when the config hash differs.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Run episodes, judge and score them, and print the leaderboard."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    def go() -> None:
+        from emobench.config import load_config_data, validate_config
+        from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
+        from emobench.publish.show import render_table
+        from emobench.registry import load_registry
+        from emobench.report import finalize_run
+        from emobench.rundir import RunDir
+        from emobench.runner import ROOT, run_benchmark
+
+        source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
+        base = RunDir(resume).read_manifest()["config"] if resume and config is None else load_config_data(source)
+        data = _merge_roles(base, _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit))
+        cfg = validate_config(data, source)
+        run_dir = resume or out_dir / (run_id or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
+        err.print(f"emobench run → {run_dir}  (config {cfg.config_hash()}, split {cfg.split}, "
+                  f"{len(cfg.subjects)} subject(s), seeds {cfg.seeds})")
+        result = asyncio.run(run_benchmark(cfg, run_dir, resume=resume is not None, force=force, console=err, show_progress=progress))
+        rd = RunDir(result.run_dir)
+        finalize_run(rd, load_registry(ROOT), result.faults)
+        table = build_leaderboard([rd.path])
+        write_leaderboard(table, rd.path, html=False)
+        render_table(table, out)
+        err.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {rd.path}")
+
+    guarded(go)
+
+
+def main() -> None:
+    app(prog_name="emobench")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""RunConfig: roles, split, seeds and limits, loaded from YAML; with a stable config hash."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from emobench.endpoints.binding import parse_binding
+from emobench.episode.roles import Limits
+from emobench.errors import InputError
+from emobench.records import Sampling
+
+# Fields that change how fast a run goes but not what it produces; kept out of the hash.
+OPERATIONAL = {"max_concurrency", "timeout_s", "concurrency", "api_key_env"}
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RoleConfig(_Config):
+    binding: str
+    label: str | None = None
+    sampling: Sampling = Field(default_factory=Sampling)
+    max_concurrency: int = Field(default=16, ge=1)
+    timeout_s: float = Field(default=300.0, gt=0)
+    api_key_env: str = "OPENAI_API_KEY"  # the variable's name; its value is never stored
+
+    @property
+    def name(self) -> str:
+        return self.label or parse_binding(self.binding).spec
+
+
+class RunConfig(_Config):
+    subjects: list[RoleConfig] = Field(min_length=1)
+    user: RoleConfig
+    judges: list[RoleConfig] = Field(min_length=1)
+    subject_system_prompt: str | None = None  # a template name under prompts/, e.g. "companion"
+    split: str = "test"
+    cases: list[str] | None = None
+    limit_cases: int | None = Field(default=None, ge=1)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    max_turns: int = Field(default=30, ge=1)
+    min_turns: int = Field(default=12, ge=1)
+    judge_retries: int = Field(default=2, ge=0)
+    simulator_retries: int = Field(default=2, ge=0)
+    reveal_every: int = Field(default=3, ge=0)
+    concurrency: int = Field(default=64, ge=1)
+
+    def limits(self) -> Limits:
+        return Limits(
+            max_turns=self.max_turns,
+            min_turns=self.min_turns,
+            judge_retries=self.judge_retries,
+            simulator_retries=self.simulator_retries,
+            reveal_every=self.reveal_every,
+        )
+
+    def bindings(self) -> list[tuple[str, RoleConfig]]:
+        return [(f"subjects[{i}]", r) for i, r in enumerate(self.subjects)] + [("user", self.user)] + [
+            (f"judges[{i}]", r) for i, r in enumerate(self.judges)
+        ]
+
+    def config_hash(self) -> str:
+        def strip(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {k: strip(v) for k, v in value.items() if k not in OPERATIONAL}
+            if isinstance(value, list):
+                return [strip(v) for v in value]
+            return value
+
+        canonical = orjson.dumps(strip(self.model_dump(mode="json")), option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(canonical).hexdigest()[:16]
+
+
+def _first_error(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors()[0]
+    return ".".join(str(p) for p in err["loc"]), err["msg"]
+
+
+def validate_config(data: dict[str, Any], source: str | Path) -> RunConfig:
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        field, msg = _first_error(exc)
+        raise InputError(source, field, msg) from None
+    for field, role in config.bindings():
+        parse_binding(role.binding, source=str(source), field=f"{field}.binding")
+    labels = [r.name for r in config.subjects]
+    if len(set(labels)) != len(labels):
+        raise InputError(source, "subjects", "two subjects share a label; give each a distinct label")
+    if config.min_turns > config.max_turns:
+        raise InputError(source, "min_turns", f"{config.min_turns} exceeds max_turns {config.max_turns}")
+    return config
+
+
+def load_config_data(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(path, "", f"cannot read config: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "yaml"
+        raise InputError(path, where, f"YAML syntax error: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "", "config must be a YAML mapping")
+    return data

@@ -1,0 +1,57 @@
+"""Role binding strings: which server or provider plays a role.
+
+- ``vllm:<hf-model-or-path>``: emobench launches a vLLM OpenAI server and stops it afterwards;
+  ``vllm:embedded`` is the bundled SmolLM2-135M-Instruct.
+- ``openai:<model>@<base_url>[,<base_url>...]``: any OpenAI-compatible server; several base
+  URLs are replicas of one model, spread by the litellm Router.
+- ``litellm:<provider/model>``: any litellm provider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from emobench.errors import InputError
+
+EMBEDDED = "embedded"
+
+Kind = Literal["vllm", "openai", "litellm"]
+
+
+@dataclass(frozen=True)
+class Binding:
+    kind: Kind
+    model: str
+    base_urls: tuple[str, ...] = ()
+
+    @property
+    def spec(self) -> str:
+        if self.kind == "openai":
+            return f"openai:{self.model}@{','.join(self.base_urls)}"
+        return f"{self.kind}:{self.model}"
+
+
+def parse_binding(spec: str, *, source: str = "role", field: str = "binding") -> Binding:
+    """Parse a binding string, naming the source and field in any error."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise InputError(source, field, f"bad role binding {spec!r}: expected vllm:MODEL, openai:MODEL@URL or litellm:PROVIDER/MODEL")
+    if kind == "vllm":
+        return Binding("vllm", rest)
+    if kind == "litellm":
+        if "/" not in rest:
+            raise InputError(source, field, f"bad role binding {spec!r}: litellm needs PROVIDER/MODEL")
+        return Binding("litellm", rest)
+    if kind == "openai":
+        model, at, urls = rest.rpartition("@")
+        if not at or not model:
+            raise InputError(source, field, f"bad role binding {spec!r}: expected openai:MODEL@BASE_URL")
+        base_urls = tuple(u.strip().rstrip("/") for u in urls.split(",") if u.strip())
+        for url in base_urls:
+            if not url.startswith(("http://", "https://")) or not url.endswith("/v1"):
+                raise InputError(source, field, f"bad base URL {url!r} in {spec!r}: must be http(s)://.../v1")
+        if not base_urls:
+            raise InputError(source, field, f"bad role binding {spec!r}: no base URL")
+        return Binding("openai", model, base_urls)
+    raise InputError(source, field, f"bad role binding {spec!r}: unknown kind {kind!r} (vllm, openai, litellm)")

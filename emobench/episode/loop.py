@@ -1,0 +1,160 @@
+"""The episode loop (DESIGN 4): a pure async function of (case, roles, prompts, seed, limits).
+
+It does no file I/O and touches no globals; the runner owns concurrency, retries, the cache
+and resume. Every model call made along the way is returned inside the Episode record.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from emobench.episode.director import rule_director
+from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, derive_seed
+from emobench.episode.simulator import USER_MOVE_FORMAT, parse_user_move, simulator_messages
+from emobench.judging.mdep import judge_turn
+from emobench.records import EPMPoint, Episode, ModelCall, Turn, UserMove
+from emobench.registry import Case
+from emobench.trackers.epm import EPMEngine
+
+FAILURES = ("collapse", "stagnation_regression")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def subject_messages(prompts: EpisodePrompts, history: list[tuple[str, str]], message: str) -> list[dict[str, str]]:
+    messages = []
+    if prompts.subject_system is not None:
+        messages.append({"role": "system", "content": prompts.subject_system.block("system")})
+    for said, reply in history:
+        messages += [{"role": "user", "content": said}, {"role": "assistant", "content": reply}]
+    messages.append({"role": "user", "content": message})
+    return messages
+
+
+async def _simulate(
+    roles: EpisodeRoles, prompts: EpisodePrompts, case: Case, history: list[tuple[str, str]],
+    meter: float, guidance: str, seed: int, turn: int, retries: int,
+) -> tuple[UserMove | None, list[ModelCall]]:
+    messages = simulator_messages(prompts.simulator, case, history, meter, guidance)
+    calls: list[ModelCall] = []
+    for attempt in range(retries + 1):
+        call = await roles.user.ask(messages, derive_seed(seed, "user", turn, attempt), prompts.simulator, USER_MOVE_FORMAT)
+        try:
+            move = parse_user_move(call.text)
+        except ValueError as exc:
+            calls.append(call.model_copy(update={"error": str(exc)}))
+            continue
+        calls.append(call)
+        return move, calls
+    return None, calls
+
+
+def _guidance(revealed: list[str]) -> str:
+    if not revealed:
+        return ""
+    return "If you feel heard enough, you may now let these parts of your story come out: " + " / ".join(revealed)
+
+
+async def run_episode(
+    case: Case, roles: EpisodeRoles, prompts: EpisodePrompts, seed: int, limits: Limits, provenance: Provenance
+) -> Episode:
+    started = _now()
+    engine = EPMEngine(case.p0, min_turns=limits.min_turns)
+    meter = float(case.persona.meter_start)
+    history: list[tuple[str, str]] = []
+    transcript: list[dict[str, str]] = []
+    calls: list[ModelCall] = []
+    turns: list[Turn] = []
+    revealed: list[str] = []
+    status: str | None = None
+    success_turn: int | None = None
+    last_user: UserMove | None = None
+    stop_reason = "max_turns"
+    # Turn 1 opens with the scenario's own opening message, so every subject sees the same start.
+    move: UserMove | None = UserMove(message=case.scenario.opening, meter_delta=0, inner="opening message")
+
+    for t in range(1, limits.max_turns + 1):
+        if t > 1:
+            move, sim_calls = await _simulate(
+                roles, prompts, case, history, meter, _guidance(revealed), seed, t, limits.simulator_retries
+            )
+            calls += sim_calls
+            if move is None:
+                stop_reason = "simulator_invalid"
+                break
+            meter = max(0.0, min(100.0, meter + move.meter_delta))
+            if move.leave:
+                last_user, stop_reason = move, "user_left"
+                break
+        assert move is not None
+
+        reply_call = await roles.subject.ask(
+            subject_messages(prompts, history, move.message), derive_seed(seed, "subject", t), prompts.subject_system
+        )
+        calls.append(reply_call)
+        reply = reply_call.text.strip()
+        transcript.append({"speaker": case.persona.name, "text": move.message})
+        judgement, judge_calls = await judge_turn(
+            roles.judges, prompts.judge, case, transcript, reply, seed, t, limits.judge_retries
+        )
+        calls += judge_calls
+        transcript.append({"speaker": "Assistant", "text": reply})
+        history.append((move.message, reply))
+
+        point = None
+        if judgement.valid and judgement.vector is not None:
+            step = engine.step(judgement.vector)
+            point = EPMPoint(p=step.p, delta_e=step.delta_e, cos=step.cos, energy=step.energy)
+            status = step.status
+        action = rule_director(case, t, limits.reveal_every)
+        if action.action == "reveal_stage":
+            revealed.append(case.scenario.stages[len(revealed)])
+        turns.append(Turn(index=t, user=move, reply=reply, judgement=judgement, epm=point, meter=meter, director=action))
+
+        if status == "success":
+            success_turn, stop_reason = t, "epm_success"
+            break
+        if status in FAILURES:
+            stop_reason = f"epm_{status}"
+            break
+        if t >= limits.min_turns and meter >= limits.resolved_meter:
+            stop_reason = "meter_resolved"
+            break
+        if t >= limits.min_turns and meter < limits.gave_up_meter:
+            stop_reason = "meter_gave_up"
+            break
+
+    return Episode(
+        key=f"{roles.subject.info.label}|{case.id}|{seed}",
+        subject=roles.subject.info.label,
+        case_id=case.id,
+        scenario_id=case.scenario.id,
+        persona_id=case.persona.id,
+        seed=seed,
+        split=provenance.split,
+        p0=case.p0,
+        turns=turns,
+        last_user=last_user,
+        final_meter=meter,
+        stop_reason=stop_reason,
+        status=status,
+        success_turn=success_turn,
+        roles={
+            "subject": roles.subject.info,
+            "user": roles.user.info,
+            "judges": [j.info for j in roles.judges],
+        },
+        templates={
+            "simulator": prompts.simulator.ref,
+            "judge": prompts.judge.ref,
+            "subject_system": prompts.subject_system.ref if prompts.subject_system else "none",
+        },
+        calls=calls,
+        registry_version=provenance.registry_version,
+        config_hash=provenance.config_hash,
+        emobench_version=provenance.emobench_version,
+        started_at=started,
+        finished_at=_now(),
+    )

@@ -1,0 +1,1 @@
+"""The judge panel: render rubrics, call, validate against schema, aggregate."""

@@ -1,0 +1,137 @@
+"""MDEP per-turn judgement: each judge rates the latest reply on C, A and P (DESIGN 5.2).
+
+Output is validated against the schema in every case; an unparseable verdict is retried,
+then recorded as invalid. It is never scored as 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+
+from emobench.episode.roles import RoleCaller, derive_seed
+from emobench.prompts import PromptTemplate
+from emobench.records import AxisLevel, JudgeVerdict, ModelCall, TurnJudgement
+from emobench.registry import Case
+from emobench.scoring.mdep import AXES, median_level, regression_points, turn_vector
+
+_AXIS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "progress": {"type": "integer", "enum": [0, 1, 2]},
+        "regression": {"type": "integer", "enum": [0, 1, 2]},
+        "evidence": {"type": "string"},
+        "reason": {"type": "string"},
+    },
+    "required": ["progress", "regression", "evidence", "reason"],
+    "additionalProperties": False,
+}
+
+MDEP_FORMAT: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "mdep_verdict",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {axis: _AXIS_SCHEMA for axis in AXES},
+            "required": list(AXES),
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def judge_messages(template: PromptTemplate, case: Case, transcript: list[dict[str, str]], reply: str) -> list[dict[str, str]]:
+    context = {"persona": case.persona, "scenario": case.scenario}
+    return [
+        {"role": "system", "content": template.block("system", **context)},
+        {"role": "user", "content": template.block("user", transcript=transcript, reply=reply, **context)},
+    ]
+
+
+def parse_mdep(text: str, finish_reason: str | None = None) -> dict[str, AxisLevel]:
+    """Parse one judge's verdict or raise ValueError naming what is wrong."""
+    if finish_reason == "length":
+        raise ValueError("truncated: the response hit max_tokens")
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    axes: dict[str, AxisLevel] = {}
+    for axis in AXES:
+        item = data.get(axis)
+        if not isinstance(item, dict):
+            raise ValueError(f"{axis}: missing")
+        levels = {}
+        for key in ("progress", "regression"):
+            value = item.get(key)
+            if isinstance(value, bool) or value not in (0, 1, 2):
+                raise ValueError(f"{axis}.{key}: {value!r} is not a level 0, 1 or 2")
+            levels[key] = int(value)
+        evidence = item.get("evidence", "")
+        if not isinstance(evidence, str):
+            raise ValueError(f"{axis}.evidence: not a string")
+        if (levels["progress"] or levels["regression"]) and not evidence.strip():
+            raise ValueError(f"{axis}.evidence: missing for a non-zero level")
+        reason = item.get("reason", "")
+        axes[axis] = AxisLevel(
+            progress=levels["progress"], regression=levels["regression"],
+            evidence=evidence.strip(), reason=reason.strip() if isinstance(reason, str) else "",
+        )
+    return axes
+
+
+async def _one_judge(
+    judge: RoleCaller, messages: list[dict[str, str]], template: PromptTemplate, seed: int, turn: int, retries: int
+) -> tuple[JudgeVerdict, list[ModelCall]]:
+    calls: list[ModelCall] = []
+    error = "no attempt"
+    for attempt in range(retries + 1):
+        call = await judge.ask(messages, derive_seed(seed, "judge", judge.info.label, turn, attempt), template, MDEP_FORMAT)
+        try:
+            axes = parse_mdep(call.text, call.finish_reason)
+        except ValueError as exc:
+            error = str(exc)
+            calls.append(call.model_copy(update={"error": error}))
+            continue
+        calls.append(call)
+        return JudgeVerdict(judge=judge.info.label, valid=True, axes=axes), calls  # type: ignore[arg-type]
+    return JudgeVerdict(judge=judge.info.label, valid=False, error=error), calls
+
+
+def aggregate(verdicts: list[JudgeVerdict]) -> TurnJudgement:
+    """Median level per item over the valid judges; invalid when no judge is valid."""
+    valid = [v.axes for v in verdicts if v.valid and v.axes]
+    if not valid:
+        return TurnJudgement(verdicts=verdicts, valid=False)
+    progress = {axis: median_level([a[axis].progress for a in valid]) for axis in AXES}
+    regression = {axis: median_level([a[axis].regression for a in valid]) for axis in AXES}
+    return TurnJudgement(
+        verdicts=verdicts,
+        valid=True,
+        progress=progress,  # type: ignore[arg-type]
+        regression=regression,  # type: ignore[arg-type]
+        vector=turn_vector(progress, regression),
+        regression_points=regression_points(regression),
+    )
+
+
+async def judge_turn(
+    judges: tuple[RoleCaller, ...],
+    template: PromptTemplate,
+    case: Case,
+    transcript: list[dict[str, str]],
+    reply: str,
+    seed: int,
+    turn: int,
+    retries: int,
+) -> tuple[TurnJudgement, list[ModelCall]]:
+    messages = judge_messages(template, case, transcript, reply)
+    results = await asyncio.gather(*(_one_judge(j, messages, template, seed, turn, retries) for j in judges))
+    calls = [call for _, judge_calls in results for call in judge_calls]
+    return aggregate([verdict for verdict, _ in results]), calls

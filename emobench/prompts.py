@@ -1,0 +1,55 @@
+"""Versioned prompt templates: jinja2 files whose blocks become chat messages.
+
+A template's version is a short hash of its file, so any edit changes the version that is
+stamped into every record produced with it; nobody has to remember to bump a number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from emobench.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_env = jinja2.Environment(
+    undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, autoescape=False
+)
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    version: str
+    template: jinja2.Template
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def has_block(self, block: str) -> bool:
+        return block in self.template.blocks
+
+    def block(self, block: str, **context: Any) -> str:
+        render = self.template.blocks[block]
+        return "".join(render(self.template.new_context(context))).strip()
+
+
+@lru_cache(maxsize=64)
+def load_template(path: Path) -> PromptTemplate:
+    try:
+        source = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(path, "template", f"cannot read: {exc.strerror}") from exc
+    try:
+        template = _env.from_string(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise InputError(path, f"line {exc.lineno}", f"template syntax error: {exc.message}") from exc
+    version = hashlib.sha256(source.encode()).hexdigest()[:10]
+    return PromptTemplate(name=path.stem, version=version, template=template)

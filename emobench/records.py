@@ -1,0 +1,136 @@
+"""Typed records that flow through a run: model calls, turns, episodes.
+
+Every record carries enough provenance (model, endpoint, sampling, seed, template version)
+to reproduce any number derived from it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Axis = Literal["C", "A", "P"]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Sampling(Record):
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 256
+
+
+class ModelCall(Record):
+    """One chat completion as it happened."""
+
+    role: str
+    model: str
+    endpoint: str
+    sampling: Sampling
+    seed: int
+    template: str  # "name@version"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 1
+    cached: bool = False
+    finish_reason: str | None = None
+    text: str = ""
+    error: str | None = None  # set when the output failed validation
+
+
+class UserMove(Record):
+    """The simulator's structured output for one turn."""
+
+    message: str
+    meter_delta: int = Field(ge=-10, le=10)
+    inner: str = ""
+    leave: bool = False
+
+
+class AxisLevel(Record):
+    progress: int = Field(ge=0, le=2)
+    regression: int = Field(ge=0, le=2)
+    evidence: str = ""
+    reason: str = ""
+
+
+class JudgeVerdict(Record):
+    """One judge's MDEP rating of one subject reply; axes is None when invalid."""
+
+    judge: str
+    valid: bool
+    axes: dict[Axis, AxisLevel] | None = None
+    error: str | None = None
+
+
+class TurnJudgement(Record):
+    """The panel's MDEP result for one turn: per-judge verdicts and the median levels."""
+
+    verdicts: list[JudgeVerdict]
+    valid: bool
+    progress: dict[Axis, int] = Field(default_factory=dict)
+    regression: dict[Axis, int] = Field(default_factory=dict)
+    vector: tuple[float, float, float] | None = None
+    regression_points: float = 0.0
+
+
+class DirectorAction(Record):
+    action: Literal[
+        "reveal_stage", "reveal_memory", "raise_resistance", "lower_resistance", "wait", "end"
+    ]
+    guidance: str = ""
+
+
+class EPMPoint(Record):
+    p: tuple[float, float, float]
+    delta_e: float
+    cos: float
+    energy: float
+
+
+class Turn(Record):
+    index: int  # 1-based
+    user: UserMove
+    reply: str
+    judgement: TurnJudgement
+    epm: EPMPoint | None  # None when no judge produced a valid verdict
+    meter: float
+    director: DirectorAction | None = None
+
+
+class RoleInfo(Record):
+    label: str
+    model: str
+    endpoint: str
+    sampling: Sampling
+
+
+class Episode(Record):
+    """One conversation of one case with one subject under one seed."""
+
+    key: str  # "{subject}|{case_id}|{seed}"
+    subject: str
+    case_id: str
+    scenario_id: str
+    persona_id: str
+    seed: int
+    split: str
+    p0: tuple[float, float, float]
+    turns: list[Turn]
+    last_user: UserMove | None = None  # a message the user left with, which got no reply
+    final_meter: float
+    stop_reason: str
+    status: str | None  # EPM status at the stop: success, collapse, stagnation_regression
+    success_turn: int | None
+    roles: dict[str, RoleInfo | list[RoleInfo]]
+    templates: dict[str, str]
+    calls: list[ModelCall]
+    registry_version: str
+    config_hash: str
+    emobench_version: str
+    started_at: str
+    finished_at: str

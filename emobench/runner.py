@@ -1,0 +1,190 @@
+"""The batch layer: schedule episodes, bind endpoints, append results, resume, finalise.
+
+The episode loop stays pure; everything with side effects (servers, files, progress) is here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections import Counter
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+import emobench
+from emobench.config import RoleConfig, RunConfig
+from emobench.endpoints.client import ChatEndpoint
+from emobench.endpoints.pool import EndpointPool
+from emobench.episode.loop import run_episode
+from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Provenance, RoleCaller
+from emobench.errors import EmobenchError, EndpointError, InputError
+from emobench.prompts import load_template
+from emobench.records import RoleInfo
+from emobench.registry import Case, Registry, load_registry
+from emobench.rundir import RunDir
+
+ROOT = Path(emobench.__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_dir: Path
+    new_episodes: int
+    total_episodes: int
+    faults: dict[str, int]
+
+
+def git_sha(root: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def select_cases(registry: Registry, config: RunConfig) -> list[Case]:
+    cases = registry.cases(config.split)
+    if config.cases:
+        known = {c.id for c in cases}
+        missing = [c for c in config.cases if c not in known]
+        if missing:
+            raise InputError("config", "cases", f"not in split {config.split!r}: {', '.join(missing)}")
+        cases = [c for c in cases if c.id in set(config.cases)]
+    return cases[: config.limit_cases] if config.limit_cases else cases
+
+
+def load_prompts(root: Path, config: RunConfig) -> EpisodePrompts:
+    system = config.subject_system_prompt
+    return EpisodePrompts(
+        simulator=load_template(root / "prompts" / "simulator.j2"),
+        judge=load_template(root / "judges" / "mdep.j2"),
+        subject_system=load_template(root / "prompts" / f"{system}.j2") if system else None,
+    )
+
+
+def _caller(role: str, client: ChatEndpoint, info: RoleInfo) -> RoleCaller:
+    async def call(messages: list[dict[str, str]], seed: int, response_format: dict[str, Any] | None) -> Any:
+        return await client.complete(messages, info.sampling, seed, response_format)
+
+    return RoleCaller(role=role, info=info, call=call)
+
+
+def manifest(
+    config: RunConfig, run_id: str, registry_version: str, prompts: EpisodePrompts, roles: dict[str, Any], root: Path
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "config": config.model_dump(mode="json"),
+        "config_hash": config.config_hash(),
+        "split": config.split,
+        "registry_version": registry_version,
+        "prompt_versions": {
+            "simulator": prompts.simulator.version,
+            "judge": prompts.judge.version,
+            "subject_system": prompts.subject_system.version if prompts.subject_system else "none",
+        },
+        "roles": roles,
+        "emobench_version": emobench.__version__,
+        "git_sha": git_sha(root),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _check_resume(rd: RunDir, config: RunConfig, resume: bool, force: bool) -> None:
+    if not rd.manifest.exists():
+        return
+    if not resume:
+        raise InputError(rd.path, "", "run directory already exists; pass --resume to continue it")
+    old = rd.read_manifest().get("config_hash")
+    if old != config.config_hash() and not force:
+        raise InputError(rd.manifest, "config_hash", f"{old} differs from this config's {config.config_hash()}; pass --force to resume anyway")
+
+
+def _progress(console: Console, enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[calls]} calls · {task.fields[retries]} retries · {task.fields[turns]} turns"),
+        console=console, disable=not enabled, transient=False,
+    )
+
+
+async def run_benchmark(
+    config: RunConfig, run_dir: Path, *, root: Path = ROOT, resume: bool = False, force: bool = False,
+    console: Console | None = None, show_progress: bool = True,
+) -> RunResult:
+    console = console or Console(stderr=True)
+    registry = load_registry(root)
+    cases = select_cases(registry, config)
+    registry_version = registry.version(config.split)
+    rd = RunDir(run_dir)
+    _check_resume(rd, config, resume, force)
+    rd.create()
+    rd.repair()
+    prompts = load_prompts(root, config)
+    done = rd.done_keys()
+    provenance = Provenance(config.split, registry_version, config.config_hash(), emobench.__version__)
+    limits = config.limits()
+
+    async with AsyncExitStack() as stack:
+        pool = EndpointPool(stack, rd.logs)
+
+        async def bind(role: str, rc: RoleConfig) -> RoleCaller:
+            client, info = await pool.resolve(rc)
+            return _caller(role, client, info)
+
+        user = await bind("user", config.user)
+        judges = tuple([await bind("judge", j) for j in config.judges])
+        subjects = [await bind("subject", s) for s in config.subjects]
+        roles_info = {
+            "subjects": [s.info.model_dump() for s in subjects],
+            "user": user.info.model_dump(),
+            "judges": [j.info.model_dump() for j in judges],
+        }
+        rd.write_json(rd.manifest, manifest(config, rd.path.name, registry_version, prompts, roles_info, root))
+
+        jobs = [
+            (subject, case, seed)
+            for subject in subjects for case in cases for seed in config.seeds
+            if f"{subject.info.label}|{case.id}|{seed}" not in done
+        ]
+        gate = asyncio.Semaphore(config.concurrency)
+
+        async def one(subject: RoleCaller, case: Case, seed: int) -> Any:
+            async with gate:
+                roles = EpisodeRoles(subject=subject, user=user, judges=judges)
+                return await run_episode(case, roles, prompts, seed, limits, provenance)
+
+        total = len(done) + len(jobs)
+        tasks = [asyncio.create_task(one(*job)) for job in jobs]
+        new = turns = 0
+        with _progress(console, show_progress) as progress:
+            bar = progress.add_task("run", total=total, completed=len(done), calls=0, retries=0, turns=0)
+            try:
+                for next_done in asyncio.as_completed(tasks):
+                    episode = await next_done
+                    rd.append_episode(episode)
+                    new += 1
+                    turns += len(episode.turns)
+                    progress.update(
+                        bar, advance=1, turns=turns,
+                        calls=sum(c.stats.calls for c in pool.clients()),
+                        retries=sum(sum(c.stats.faults.values()) for c in pool.clients()),
+                    )
+            except EndpointError as exc:
+                raise EmobenchError(
+                    f"{exc}; {len(done) + new} finished episodes are kept in {rd.episodes}; rerun with --resume {rd.path}"
+                ) from None
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        faults: Counter[str] = Counter()
+        for client in pool.clients():
+            faults.update(client.stats.faults)
+    return RunResult(run_dir=rd.path, new_episodes=new, total_episodes=len(done) + new, faults=dict(faults))

@@ -1,0 +1,67 @@
+"""Arrow schema of scores.parquet: one row per episode, written by the runner, read by publish."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCORES_SCHEMA_VERSION = "1"
+
+_f64 = pa.float64()
+
+SCORES_SCHEMA = pa.schema(
+    [
+        # identity and slicing
+        ("run_id", pa.string()),
+        ("subject", pa.string()),  # role label of the model under test, e.g. "vllm:smollm2"
+        ("case_id", pa.string()),
+        ("scenario_id", pa.string()),
+        ("persona_id", pa.string()),
+        ("seed", pa.int64()),
+        ("split", pa.string()),
+        ("category", pa.string()),  # life|health|leisure|values|relations|career
+        ("dominant_axis", pa.string()),  # C|A|P
+        ("difficulty", pa.string()),  # easy|medium|hard|very_hard
+        ("threshold", pa.string()),  # low|medium|high
+        ("p0_norm", _f64),
+        # episode outcome
+        ("n_turns", pa.int64()),
+        ("n_judged_turns", pa.int64()),
+        ("n_invalid_judgements", pa.int64()),
+        ("stop_reason", pa.string()),
+        ("success", pa.bool_()),
+        ("turns_to_success", pa.int64()),  # null unless success
+        ("failure_type", pa.string()),  # collapse|stagnation_regression|null
+        # EPM-Q (DESIGN 5.4), all in [0, 100]
+        ("epmq", _f64),
+        ("outcome", _f64),
+        ("efficiency", _f64),
+        ("stability", _f64),
+        ("rdi", _f64),
+        ("etot", _f64),
+        ("snet", _f64),
+        ("rho", _f64),
+        ("sproj", _f64),
+        ("tau", _f64),
+        ("rpos", _f64),
+        ("align", _f64),
+        ("pen", _f64),
+        ("energy", _f64),  # raw EPM E, for the judge-Empathy correlation
+        ("epm_path", pa.list_(pa.list_(_f64))),  # P_0..P_T as [C, A, P]
+        # meter and lexicon trackers
+        ("final_meter", _f64),
+        ("meter_slope", _f64),
+        ("valence_first", _f64),  # mean VADER compound, first third of user turns
+        ("valence_last", _f64),
+        # holistic rubric, mean over valid judges (null when no judge was valid)
+        ("empathy", _f64),
+        ("humanlikeness", _f64),
+        ("persona_adaptation", _f64),
+        ("coherence", _f64),
+        # persona probe accuracy in [0, 1] (null when not run)
+        ("probe_accuracy", _f64),
+        # provenance
+        ("registry_version", pa.string()),
+        ("config_hash", pa.string()),
+        ("emobench_version", pa.string()),
+    ]
+)

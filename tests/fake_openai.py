@@ -1,0 +1,131 @@
+"""A stdlib fake OpenAI-compatible chat server on 127.0.0.1, with fault injection.
+
+It answers the three kinds of call an episode makes (simulator, subject, MDEP judge) by
+looking at ``response_format``, and can inject 429s, 500s, timeouts, torn bodies and
+malformed JSON for a seeded share of requests.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FAULTS = ("429", "500", "timeout", "truncated", "malformed")
+
+Responder = Callable[[dict[str, Any]], str]
+
+
+def default_responder(body: dict[str, Any]) -> str:
+    """Plausible, deterministic answers keyed on the request's seed and schema."""
+    fmt = (body.get("response_format") or {}).get("json_schema", {}).get("name")
+    seed = int(body.get("seed") or 0)
+    if fmt == "user_move":
+        return json.dumps({"message": f"I don't know, it's just a lot right now ({seed % 97}).", "meter_delta": 2, "inner": "testing them", "leave": False})
+    if fmt == "mdep_verdict":
+        axis = {"progress": 1, "regression": 0, "evidence": "that sounds hard", "reason": "names the feeling"}
+        return json.dumps({"C": axis, "A": {**axis, "progress": 2}, "P": {**axis, "progress": 0, "evidence": "", "reason": ""}})
+    return "That sounds hard. What part of it weighs on you most?"
+
+
+@dataclass
+class FakeState:
+    responder: Responder = default_responder
+    fault_rate: float = 0.0
+    fault_kinds: tuple[str, ...] = FAULTS
+    fault_seed: int = 0
+    latency_s: float = 0.0
+    timeout_sleep_s: float = 3.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    injected: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    rng: random.Random = field(default_factory=random.Random)
+    dead: bool = False
+
+    def pick_fault(self) -> str | None:
+        with self.lock:
+            if self.fault_rate and self.rng.random() < self.fault_rate:
+                kind = self.rng.choice(self.fault_kinds)
+                self.injected[kind] += 1
+                return kind
+        return None
+
+
+def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+        def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None, length: int | None = None) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload) if length is None else length))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:
+            self._send(200, b'{"status":"ok"}')
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if state.dead:
+                self.close_connection = True
+                self.connection.close()
+                return
+            with state.lock:
+                state.requests.append({"body": body, "headers": dict(self.headers)})
+            fault = state.pick_fault()
+            if fault == "429":
+                return self._send(429, b'{"error":"slow down"}', {"Retry-After": "0"})
+            if fault == "500":
+                return self._send(500, b'{"error":"boom"}')
+            if fault == "timeout":
+                time.sleep(state.timeout_sleep_s)
+            if state.latency_s:
+                time.sleep(state.latency_s)
+            text = state.responder(body)
+            payload = json.dumps({
+                "id": "fake", "object": "chat.completion", "model": body.get("model"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": len(text.split()), "total_tokens": 10 + len(text.split())},
+            }).encode()
+            if fault == "malformed":
+                return self._send(200, payload[: len(payload) // 2] + b"}}")
+            if fault == "truncated":
+                self._send(200, payload[: len(payload) // 2], length=len(payload))
+                self.close_connection = True
+                return None
+            self._send(200, payload)
+
+    return Handler
+
+
+class FakeOpenAIServer:
+    def __init__(self, state: FakeState | None = None) -> None:
+        self.state = state or FakeState()
+        self.state.rng.seed(self.state.fault_seed)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.state))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
