@@ -1,0 +1,193 @@
+"""`emobench scenarios ...`: list, show, validate and stratify the case library."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, ParamSpec, TypeVar
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+import emobench
+from emobench.errors import EmobenchError, InputError
+from emobench.registry.filters import MIN_COUNTERFACTUAL_SETS, TARGETS, stratification
+from emobench.registry.loader import Registry, load_persona, load_registry, load_scenario
+from emobench.registry.models import AXES, CATEGORIES, DIFFICULTIES, THRESHOLDS, Case
+
+app = typer.Typer(
+    help="Browse and check the scenario and persona library.", no_args_is_help=True
+)
+console = Console()
+
+DEFAULT_ROOT = Path(emobench.__file__).resolve().parents[1]
+RootOpt = Annotated[
+    Path, typer.Option("--root", help="Library root holding scenarios/ and personas/.")
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_line_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Report an EmobenchError as its one line on stderr and exit with its code (2 for bad input)."""
+
+    @wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except EmobenchError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+    return run
+
+
+def _say(text: str) -> None:
+    # Card text is data, not rich markup: "[...]" in a card must print as written.
+    console.print(text, markup=False, highlight=False)
+
+
+def _fmt_p0(case: Case) -> str:
+    c, a, p = case.p0
+    return f"({c}, {a}, {p})"
+
+
+@app.command("list")
+@_one_line_errors
+def list_cases(
+    split: Annotated[str | None, typer.Option(help="Only this split.")] = None,
+    category: Annotated[str | None, typer.Option(help=f"One of {', '.join(CATEGORIES)}.")] = None,
+    difficulty: Annotated[str | None, typer.Option(help=f"One of {', '.join(DIFFICULTIES)}.")] = None,
+    axis: Annotated[str | None, typer.Option(help="Dominant axis: C, A or P.")] = None,
+    threshold: Annotated[str | None, typer.Option(help=f"One of {', '.join(THRESHOLDS)}.")] = None,
+    root: RootOpt = DEFAULT_ROOT,
+) -> None:
+    """List cases as a table, optionally filtered."""
+    reg = load_registry(root)
+    cases = reg.filter(split=split, category=category, difficulty=difficulty,
+                       dominant_axis=axis, threshold=threshold)
+    # The split column is redundant when filtering by split; dropping it keeps 80 columns readable.
+    columns = ["case", *([] if split else ["split"]), "category", "scenario", "persona", "axis",
+               "thr", "‖P0‖", "difficulty", "cf"]
+    table = Table(title=f"{len(cases)} cases", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    for column in columns:
+        wraps_ok = column in ("scenario", "persona")
+        table.add_column(column, no_wrap=not wraps_ok, overflow="fold" if wraps_ok else "ellipsis")
+    for case in cases:
+        row = {"case": case.id, "split": case.split, "category": case.scenario.category,
+               "scenario": case.scenario.id, "persona": case.persona.id,
+               "axis": case.dominant_axis, "thr": case.persona.threshold,
+               "‖P0‖": f"{case.p0_norm:.1f}", "difficulty": case.difficulty,
+               "cf": "✓" if case.counterfactual_set else ""}
+        table.add_row(*(row[column] for column in columns))
+    console.print(table)
+
+
+@app.command()
+@_one_line_errors
+def show(case_id: Annotated[str, typer.Argument(metavar="CASE")], root: RootOpt = DEFAULT_ROOT) -> None:
+    """Show one case: both cards, the IEDR levels, P0, difficulty and dominant axis."""
+    case = load_registry(root).case(case_id)
+    sc, pe = case.scenario, case.persona
+    console.print(f"[bold]{case.id}[/bold]  split={case.split}  hash={case.content_hash[:16]}")
+    _say(f"P0 = {_fmt_p0(case)}   ‖P0‖ = {case.p0_norm:.2f}   difficulty = {case.difficulty}   "
+         f"dominant axis = {case.dominant_axis}   counterfactual set = {case.counterfactual_set or '-'}")
+    levels = case.iedr.model_dump()
+    iedr = Table(title="IEDR levels")
+    for item in levels:
+        iedr.add_column(item, justify="center")
+    iedr.add_row(*(str(v) for v in levels.values()))
+    console.print(iedr)
+
+    console.print(f"\n[bold]Scenario[/bold] {sc.id} v{sc.version}")
+    _say(f"category: {sc.category}{'   (professional help)' if sc.professional_help else ''}")
+    _say(f"topic: {sc.topic}\nhidden need: {sc.hidden_need}")
+    for i, stage in enumerate(sc.stages, 1):
+        _say(f"  stage {i}: {stage}")
+    for memory in sc.memories:
+        _say(f"  memory ({memory.period}): {memory.text}")
+    _say(f"opening: {sc.opening}")
+
+    console.print(f"\n[bold]Persona[/bold] {pe.id} v{pe.version}")
+    _say(f"{pe.name}, {pe.age}. {pe.identity}\n{pe.background}")
+    _say("big five: " + ", ".join(f"{t} {v}" for t, v in pe.big_five.items()))
+    _say(f"style: {pe.style.length}; {pe.style.register}; " + "; ".join(pe.style.habits))
+    _say(f"threshold: {pe.threshold}   meter start: {pe.meter_start}   resistance: {', '.join(pe.resistance)}")
+    for axis in AXES:
+        need = pe.needs[axis]
+        _say(f"  need {axis}: {need.level} - {need.why}")
+
+
+@app.command()
+@_one_line_errors
+def validate(
+    path: Annotated[Path | None, typer.Argument(help="Library root, or one card file.")] = None,
+    root: RootOpt = DEFAULT_ROOT,
+) -> None:
+    """Validate the whole library (or one card) and print a summary."""
+    target = path or root
+    if target.is_file():
+        kind = target.parent.name
+        if kind == "personas":
+            card = load_persona(target)
+            typer.echo(f"ok: persona {card.id} ({card.content_hash[:12]})")
+            return
+        if kind == "scenarios":
+            scenario = load_scenario(target)
+            typer.echo(f"ok: scenario {scenario.id} ({scenario.content_hash[:12]})")
+            return
+        if kind != "splits":
+            raise InputError(target, "", "not under personas/, scenarios/ or scenarios/splits/")
+        target = target.parents[2]
+    reg = load_registry(target)
+    typer.echo(f"ok: {len(reg.personas)} personas, {len(reg.scenarios)} scenarios, "
+               f"{len(reg.counterfactual_sets())} counterfactual sets")
+    for split in reg.splits:
+        typer.echo(f"  {split}: {len(reg.cases(split))} cases, version {reg.version(split)[:16]}")
+
+
+def _stats_table(reg: Registry, split: str) -> tuple[Table, bool]:
+    cases = reg.cases(split)
+    counts = stratification(cases)
+    targets = {(t.dimension, t.value): t for t in TARGETS.get(split, [])}
+    table = Table(title=f"split {split}: stratification (version {reg.version(split)[:16]})")
+    for column in ("dimension", "value", "count", "target", ""):
+        table.add_column(column)
+    all_met = True
+    order: dict[str, tuple[str, ...]] = {"total": ("cases",), "category": CATEGORIES,
+                                         "dominant_axis": AXES, "difficulty": DIFFICULTIES,
+                                         "threshold": THRESHOLDS}
+    for dim, values in order.items():
+        for value in values:
+            actual = counts[dim][value]
+            target = targets.get((dim, value))
+            mark = "" if target is None else ("✓" if target.met(actual) else "✗")
+            all_met &= target is None or target.met(actual)
+            table.add_row(dim, value, str(actual), str(target or "-"), mark)
+        table.add_section()
+    library_sets = len(reg.counterfactual_sets())
+    in_split = len({c.counterfactual_set for c in cases if c.counterfactual_set})
+    met = library_sets >= MIN_COUNTERFACTUAL_SETS
+    all_met &= met
+    table.add_row("counterfactual sets", "library", str(library_sets),
+                  f"≥ {MIN_COUNTERFACTUAL_SETS}", "✓" if met else "✗")
+    table.add_row("counterfactual sets", f"used in {split}", str(in_split), "-", "")
+    return table, all_met
+
+
+@app.command()
+@_one_line_errors
+def stats(
+    split: Annotated[str, typer.Option(help="Split to stratify.")] = "test",
+    root: RootOpt = DEFAULT_ROOT,
+) -> None:
+    """Show a split's stratification next to its targets."""
+    reg = load_registry(root)
+    table, all_met = _stats_table(reg, split)
+    console.print(table)
+    console.print("all targets met" if all_met else "[red]some targets missed[/red]")

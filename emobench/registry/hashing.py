@@ -1,0 +1,38 @@
+"""Content hashes: sha256 over canonical JSON, so YAML layout and key order never matter."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel
+
+# Bump when the meaning of a hash changes (not when a card does).
+HASH_SCHEME = "emobench-registry/1"
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def sha256_hex(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def card_hash(card: BaseModel) -> str:
+    """Hash of a validated card, so an explicit default equals an omitted one."""
+    return sha256_hex(card.model_dump(mode="json"))
+
+
+def case_hash(case_id: str, scenario_hash: str, persona_hash: str, iedr: dict[str, int]) -> str:
+    # Folding in the card hashes makes one changed word in a used card change the case.
+    return sha256_hex(
+        {"id": case_id, "scenario": scenario_hash, "persona": persona_hash, "iedr": iedr}
+    )
+
+
+def registry_version(cases: Iterable[tuple[str, str]]) -> str:
+    """Version of a split from its (case id, case hash) pairs; listing order is irrelevant."""
+    return sha256_hex({"scheme": HASH_SCHEME, "cases": sorted(cases)})

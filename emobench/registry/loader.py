@@ -1,0 +1,264 @@
+"""Load and validate the whole library up front: cards, splits, cross references, hashes.
+
+Everything is checked before a Registry exists, so a caller either gets a complete library
+or one InputError naming the file, the field and the problem.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from emobench.errors import InputError
+from emobench.registry.filters import filter_cases
+from emobench.registry.hashing import card_hash, case_hash, registry_version
+from emobench.registry.models import (
+    Case,
+    CaseEntry,
+    Persona,
+    PersonaCard,
+    Scenario,
+    ScenarioCard,
+)
+
+try:  # libyaml parses the library about ten times faster than the pure-Python parser
+    from yaml import CSafeLoader as _SafeLoader
+except ImportError:  # PyYAML built without libyaml
+    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
+
+CardT = TypeVar("CardT", bound=BaseModel)
+NamedT = TypeVar("NamedT", Persona, Scenario)
+
+
+class _UniqueKeyLoader(_SafeLoader):
+    """Safe loader that rejects duplicate mapping keys instead of keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # the base class reports unhashable keys itself
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def display_path(path: Path) -> str:
+    """Path as the user would type it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(display_path(path), "", f"cannot read: {exc}") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a safe loader: no object tags
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or "unreadable"
+        kind = "invalid YAML" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax error"
+        raise InputError(display_path(path), where, f"{kind}: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(display_path(path), "", f"YAML error: {exc}") from None
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part != "[key]":
+            out += f".{part}" if out else part
+    return out
+
+
+def _problem(error: Any) -> str:
+    kind, msg = error["type"], error["msg"]
+    if kind == "missing":
+        return "missing required field"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    msg = msg.removeprefix("Value error, ")
+    if "[key]" in error["loc"]:
+        return f"bad key: {msg}"
+    if kind.startswith("value_error") or kind == "assertion_error":
+        return msg
+    shown = repr(error.get("input"))
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{msg}, got {shown}"
+
+
+def validation_error(source: Path, exc: ValidationError, prefix: str = "") -> InputError:
+    """The first pydantic error as a one-line InputError with a dotted field path."""
+    first = exc.errors()[0]
+    field = _dotted(tuple(first["loc"]))
+    if prefix:
+        field = f"{prefix}.{field}" if field else prefix
+    return InputError(display_path(source), field, _problem(first))
+
+
+def _validate(model: type[CardT], data: Any, source: Path, prefix: str = "") -> CardT:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(source, exc, prefix) from None
+
+
+def load_persona(path: Path) -> Persona:
+    data = _mapping(path)
+    card = _validate(PersonaCard, data, path)
+    return Persona(**card.model_dump(), content_hash=card_hash(card))
+
+
+def load_scenario(path: Path) -> Scenario:
+    data = _mapping(path)
+    card = _validate(ScenarioCard, data, path)
+    return Scenario(**card.model_dump(), content_hash=card_hash(card))
+
+
+def _mapping(path: Path) -> dict[str, Any]:
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        got = "an empty file" if data is None else type(data).__name__
+        raise InputError(display_path(path), "", f"expected a mapping (one card), got {got}")
+    return data
+
+
+def _card_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise InputError(display_path(folder), "", "directory not found")
+    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def _unique(cards: list[tuple[Path, NamedT]], kind: str) -> dict[str, tuple[Path, NamedT]]:
+    by_id: dict[str, tuple[Path, NamedT]] = {}
+    for path, card in cards:
+        card_id = card.id
+        if card_id in by_id:
+            other = display_path(by_id[card_id][0])
+            raise InputError(
+                display_path(path), "id", f"duplicate {kind} id {card_id!r} (also in {other})"
+            )
+        by_id[card_id] = (path, card)
+    return by_id
+
+
+class Registry:
+    """A fully validated library. Build it with load_registry."""
+
+    def __init__(self, root: Path, cases_by_split: dict[str, list[Case]],
+                 personas: dict[str, Persona], scenarios: dict[str, Scenario]) -> None:
+        self.root = root
+        self.personas = personas
+        self.scenarios = scenarios
+        self._splits = cases_by_split
+        self._by_id = {case.id: case for cases in cases_by_split.values() for case in cases}
+        self._splits_dir = display_path(root / "scenarios" / "splits")
+
+    @property
+    def splits(self) -> list[str]:
+        return sorted(self._splits)
+
+    def cases(self, split: str) -> list[Case]:
+        if split not in self._splits:
+            known = ", ".join(self.splits) or "none"
+            raise InputError(self._splits_dir, "split", f"unknown split {split!r} (known: {known})")
+        return list(self._splits[split])
+
+    def all_cases(self) -> list[Case]:
+        return [case for split in self.splits for case in self._splits[split]]
+
+    def case(self, case_id: str) -> Case:
+        if case_id not in self._by_id:
+            raise InputError(self._splits_dir, "case", f"unknown case {case_id!r}")
+        return self._by_id[case_id]
+
+    def version(self, split: str) -> str:
+        return registry_version((case.id, case.content_hash) for case in self.cases(split))
+
+    def counterfactual_sets(self) -> dict[str, list[Case]]:
+        """Scenario id -> its cases, for scenarios played by two or more personas."""
+        sets: dict[str, list[Case]] = defaultdict(list)
+        for case in self.all_cases():
+            if case.counterfactual_set:
+                sets[case.counterfactual_set].append(case)
+        return dict(sets)
+
+    def filter(self, split: str | None = None, category: str | None = None,
+               difficulty: str | None = None, dominant_axis: str | None = None,
+               threshold: str | None = None) -> list[Case]:
+        pool = self.cases(split) if split is not None else self.all_cases()
+        return filter_cases(pool, category=category, difficulty=difficulty,
+                            dominant_axis=dominant_axis, threshold=threshold)
+
+
+def load_registry(root: Path) -> Registry:
+    """Load and validate every card and split under root; raise InputError on the first problem."""
+    root = Path(root)
+    personas = _unique([(p, load_persona(p)) for p in _card_files(root / "personas")], "persona")
+    scenarios = _unique([(p, load_scenario(p)) for p in _card_files(root / "scenarios")], "scenario")
+
+    entries: dict[str, list[CaseEntry]] = {}
+    seen_case: dict[str, Path] = {}
+    for path in _card_files(root / "scenarios" / "splits"):
+        data = read_yaml(path)
+        if not isinstance(data, list):
+            got = "an empty file" if data is None else type(data).__name__
+            raise InputError(display_path(path), "", f"expected a list of cases, got {got}")
+        split_entries = []
+        for i, item in enumerate(data):
+            field = f"cases[{i}]"
+            entry = _validate(CaseEntry, item, path, prefix=field)
+            if entry.id in seen_case:
+                other = display_path(seen_case[entry.id])
+                raise InputError(display_path(path), f"{field}.id",
+                                 f"duplicate case id {entry.id!r} (also in {other})")
+            for kind, ref, known in (("scenario", entry.scenario, scenarios),
+                                     ("persona", entry.persona, personas)):
+                if ref not in known:
+                    raise InputError(display_path(path), f"{field}.{kind}", f"unknown {kind} {ref!r}")
+            seen_case[entry.id] = path
+            split_entries.append(entry)
+        if path.stem in entries:
+            raise InputError(display_path(path), "", f"split {path.stem!r} is defined twice")
+        entries[path.stem] = split_entries
+
+    # A scenario is a counterfactual set once two distinct personas play it, in any split.
+    players: dict[str, set[str]] = defaultdict(set)
+    for split_entries in entries.values():
+        for entry in split_entries:
+            players[entry.scenario].add(entry.persona)
+
+    cases_by_split: dict[str, list[Case]] = {}
+    for split, split_entries in entries.items():
+        cases_by_split[split] = []
+        for entry in split_entries:
+            scenario, persona = scenarios[entry.scenario][1], personas[entry.persona][1]
+            cases_by_split[split].append(Case(
+                id=entry.id, split=split, scenario=scenario, persona=persona, iedr=entry.iedr,
+                content_hash=case_hash(entry.id, scenario.content_hash, persona.content_hash,
+                                       entry.iedr.model_dump()),
+                counterfactual_set=entry.scenario if len(players[entry.scenario]) >= 2 else None,
+            ))
+    return Registry(
+        root,
+        cases_by_split,
+        {card_id: card for card_id, (_, card) in personas.items()},
+        {card_id: card for card_id, (_, card) in scenarios.items()},
+    )
