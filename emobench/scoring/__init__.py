@@ -1,0 +1,1 @@
+"""Scoring: EPM-Q, MDEP turn vectors, pairwise ratings and judge reliability."""

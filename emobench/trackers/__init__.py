@@ -1,0 +1,1 @@
+"""Deterministic trackers that follow the simulated user's state over an episode."""
