@@ -83,6 +83,7 @@ class DirectorAction(Record):
         "reveal_stage", "reveal_memory", "raise_resistance", "lower_resistance", "wait", "end"
     ]
     guidance: str = ""
+    target: int | None = None  # index of the stage or memory revealed
 
 
 class EPMPoint(Record):
@@ -122,6 +123,7 @@ class Episode(Record):
     p0: tuple[float, float, float]
     turns: list[Turn]
     last_user: UserMove | None = None  # a message the user left with, which got no reply
+    probe: ProbeAnswer | None = None
     final_meter: float
     stop_reason: str
     status: str | None  # EPM status at the stop: success, collapse, stagnation_regression
@@ -134,3 +136,61 @@ class Episode(Record):
     emobench_version: str
     started_at: str
     finished_at: str
+
+
+class DimScore(Record):
+    score: int = Field(ge=1, le=10)
+    evidence: str
+    reason: str = ""
+
+
+class HolisticVerdict(Record):
+    """One judge's holistic rubric of a whole episode; scores is None when invalid."""
+
+    judge: str
+    valid: bool
+    scores: dict[str, DimScore] | None = None  # empathy, humanlikeness, persona_adaptation, coherence
+    error: str | None = None
+
+
+class ProbeAnswer(Record):
+    """The subject's out-of-character inference about the user (DESIGN 5.6)."""
+
+    dominant_need: Axis
+    threshold: Literal["low", "medium", "high"]
+    big_five: dict[str, Literal["high", "low"]]  # exactly two traits
+    rationale: str = ""
+
+
+class PairwiseVerdict(Record):
+    """One anonymised comparison of two subjects' transcripts of the same case and seed."""
+
+    case_id: str
+    seed: int
+    judge: str
+    dimension: str
+    subject_a: str  # shown first
+    subject_b: str
+    order: Literal["ab", "ba"]  # "ab": subject_a is the lexically first subject
+    winner: str | None  # a subject label; None when the verdict stayed invalid
+    error: str | None = None
+
+
+class AuditFlag(Record):
+    kind: Literal["out_of_character", "hidden_need_leak", "over_cooperative", "premature_leave"]
+    turn: int | None
+    detail: str
+
+
+class EpisodeJudgement(Record):
+    """Post-episode judging of one episode by one panel: kept apart from the episode itself
+    so that a rescore writes new judgements beside the old ones."""
+
+    key: str
+    panel: str  # "name@version"
+    holistic: list[HolisticVerdict]
+    audit: list[AuditFlag]
+    calls: list[ModelCall]
+
+
+Episode.model_rebuild()
