@@ -13,11 +13,19 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from emobench.errors import EmobenchError
+from emobench.errors import EmobenchError, InputError
+from emobench.publish import cli as publish_cli
+from emobench.registry import cli as registry_cli
 
 app = typer.Typer(help="emobench: a dynamic emotional-intelligence benchmark for chat models.", no_args_is_help=True, add_completion=False)
-err = Console(stderr=True)
-out = Console()
+app.add_typer(registry_cli.app, name="scenarios")
+app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
+app.command("gate")(publish_cli.gate)
+
+
+def err() -> Console:
+    # Built per use so output follows the current sys.stdout/stderr (CliRunner swaps them).
+    return Console(stderr=True)
 
 T = TypeVar("T")
 
@@ -27,10 +35,10 @@ def guarded(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except EmobenchError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        err().print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        err.print("interrupted: finished episodes are kept; rerun with --resume RUN_DIR to continue")
+        err().print("interrupted: finished episodes are kept; rerun with --resume RUN_DIR to continue")
         raise typer.Exit(130) from None
 
 
@@ -69,6 +77,15 @@ def _merge_roles(base: dict[str, Any], override: dict[str, Any]) -> dict[str, An
     return merged
 
 
+def _parse_shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit()) or not 0 <= int(index) < int(count):
+        raise InputError("--shard", "shard", f"{text!r} is not I/N with 0 <= I < N")
+    return int(index), int(count)
+
+
 @app.command()
 def run(
     config: Annotated[Path | None, typer.Option(help="Run config YAML (default: configs/demo.yaml).")] = None,
@@ -84,6 +101,9 @@ def run(
     run_id: Annotated[str | None, typer.Option(help="Run directory name (default: a timestamp).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory, skipping finished episodes.")] = None,
     force: Annotated[bool, typer.Option(help="Resume even when the config hash differs.")] = False,
+    shard: Annotated[str | None, typer.Option(help="Run only shard I/N of the (case, seed) pairs, e.g. 0/4.")] = None,
+    cache: Annotated[bool, typer.Option(help="Answer repeated model calls from the on-disk response cache.")] = True,
+    cache_dir: Annotated[Path | None, typer.Option(help="Response cache folder (default: the user cache dir).")] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Run episodes, judge and score them, and print the leaderboard."""
@@ -91,27 +111,65 @@ def run(
 
     def go() -> None:
         from emobench.config import load_config_data, validate_config
+        from emobench.endpoints.cache import ResponseCache
+        from emobench.endpoints.embedded import cache_root
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
         from emobench.registry import load_registry
         from emobench.report import finalize_run
         from emobench.rundir import RunDir
         from emobench.runner import ROOT, run_benchmark
+        from emobench.scoring.epmq import EPMQ_WEIGHTS
 
         source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
         base = RunDir(resume).read_manifest()["config"] if resume and config is None else load_config_data(source)
         data = _merge_roles(base, _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit))
         cfg = validate_config(data, source)
         run_dir = resume or out_dir / (run_id or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
-        err.print(f"emobench run → {run_dir}  (config {cfg.config_hash()}, split {cfg.split}, "
-                  f"{len(cfg.subjects)} subject(s), seeds {cfg.seeds})")
-        result = asyncio.run(run_benchmark(cfg, run_dir, resume=resume is not None, force=force, console=err, show_progress=progress))
+        log = err()
+        log.print(f"emobench run → {run_dir}  (config {cfg.config_hash()}, split {cfg.split}, "
+                  f"{len(cfg.subjects)} subject(s), seeds {cfg.seeds})", soft_wrap=True)
+        default_cache = Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite")
+        responses = ResponseCache(cache_dir / "responses.sqlite" if cache_dir else default_cache) if cache else None
+        result = asyncio.run(run_benchmark(
+            cfg, run_dir, resume=resume is not None, force=force, console=log, show_progress=progress,
+            cache=responses, shard=_parse_shard(shard),
+        ))
         rd = RunDir(result.run_dir)
         finalize_run(rd, load_registry(ROOT), result.faults)
         table = build_leaderboard([rd.path])
         write_leaderboard(table, rd.path, html=False)
-        render_table(table, out)
-        err.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {rd.path}")
+        render_table(table, Console())
+        log.print("EPM-Q = " + " + ".join(f"{w:g}·{group.capitalize()}" for group, w in EPMQ_WEIGHTS.items()))
+        log.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {rd.path}")
+
+    guarded(go)
+
+
+@app.command()
+def merge(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Shard run directories.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="The merged run directory to write.")],
+    force: Annotated[bool, typer.Option(help="Merge even when configs or versions differ.")] = False,
+) -> None:
+    """Merge shard run directories into one, then score it."""
+
+    def go() -> None:
+        from emobench.merge import merge_runs
+        from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
+        from emobench.publish.show import render_table
+        from emobench.registry import load_registry
+        from emobench.report import finalize_run
+        from emobench.rundir import RunDir
+        from emobench.runner import ROOT
+
+        counts = merge_runs(run_dirs, out, force=force)
+        rd = RunDir(out)
+        finalize_run(rd, load_registry(ROOT))
+        table = build_leaderboard([rd.path], force=force)
+        write_leaderboard(table, rd.path, html=False)
+        render_table(table, Console())
+        err().print(f"merged {counts['sources']} run(s): {counts['episodes']} episodes, {counts['duplicates']} duplicate(s) dropped → {out}")
 
     guarded(go)
 

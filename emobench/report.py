@@ -53,13 +53,16 @@ def finalize_run(rd: RunDir, registry: Registry, faults: dict[str, int] | None =
     rows = [score_episode(ep, registry.case(ep.case_id), run_id) for ep in episodes]
     pq.write_table(scores_table(rows), rd.scores)
     stops = Counter(ep.stop_reason for ep in episodes)
+    # Faults accumulate over every process that worked on this run (a resume adds its own).
+    all_faults = Counter(rd.read_report().get("faults", {}))
+    all_faults.update(faults or {})
     report = {
         "run_id": run_id,
         "episodes": len(episodes),
         "stop_reasons": dict(stops),
         "invalid_judgements": invalid_judgements(episodes),
         "unscored_episodes": sum(r["epmq"] is None for r in rows),
-        "faults": faults or {},
+        "faults": dict(all_faults),
         "accounting": accounting(episodes),
     }
     rd.write_json(rd.report, report)

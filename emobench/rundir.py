@@ -57,6 +57,13 @@ class RunDir:
             raise InputError(self.manifest, "", "manifest is not a JSON object")
         return data
 
+    def read_report(self) -> dict[str, Any]:
+        try:
+            data: dict[str, Any] = json.loads(self.report.read_text())
+        except FileNotFoundError:
+            return {}
+        return data
+
     def append_episode(self, episode: Episode) -> None:
         line = episode.model_dump_json().encode() + b"\n"
         fd = os.open(self.episodes, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

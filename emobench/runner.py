@@ -6,6 +6,7 @@ The episode loop stays pure; everything with side effects (servers, files, progr
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import subprocess
 from collections import Counter
 from contextlib import AsyncExitStack
@@ -19,11 +20,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import emobench
 from emobench.config import RoleConfig, RunConfig
+from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.client import ChatEndpoint
 from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Provenance, RoleCaller
-from emobench.errors import EmobenchError, EndpointError, InputError
+from emobench.errors import EndpointError, InputError
 from emobench.prompts import load_template
 from emobench.records import RoleInfo
 from emobench.registry import Case, Registry, load_registry
@@ -114,9 +116,19 @@ def _progress(console: Console, enabled: bool) -> Progress:
     )
 
 
+def in_shard(case_id: str, seed: int, shard: tuple[int, int] | None) -> bool:
+    """Stable assignment of (case, seed) to shard i of n, the same on every machine."""
+    if shard is None:
+        return True
+    index, count = shard
+    digest = hashlib.blake2b(f"{case_id}|{seed}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % count == index
+
+
 async def run_benchmark(
     config: RunConfig, run_dir: Path, *, root: Path = ROOT, resume: bool = False, force: bool = False,
-    console: Console | None = None, show_progress: bool = True,
+    console: Console | None = None, show_progress: bool = True, cache: ResponseCache | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> RunResult:
     console = console or Console(stderr=True)
     registry = load_registry(root)
@@ -132,7 +144,7 @@ async def run_benchmark(
     limits = config.limits()
 
     async with AsyncExitStack() as stack:
-        pool = EndpointPool(stack, rd.logs)
+        pool = EndpointPool(stack, rd.logs, cache)
 
         async def bind(role: str, rc: RoleConfig) -> RoleCaller:
             client, info = await pool.resolve(rc)
@@ -146,12 +158,14 @@ async def run_benchmark(
             "user": user.info.model_dump(),
             "judges": [j.info.model_dump() for j in judges],
         }
-        rd.write_json(rd.manifest, manifest(config, rd.path.name, registry_version, prompts, roles_info, root))
+        info = manifest(config, rd.path.name, registry_version, prompts, roles_info, root)
+        info["shard"] = list(shard) if shard else None
+        rd.write_json(rd.manifest, info)
 
         jobs = [
             (subject, case, seed)
             for subject in subjects for case in cases for seed in config.seeds
-            if f"{subject.info.label}|{case.id}|{seed}" not in done
+            if f"{subject.info.label}|{case.id}|{seed}" not in done and in_shard(case.id, seed, shard)
         ]
         gate = asyncio.Semaphore(config.concurrency)
 
@@ -177,8 +191,9 @@ async def run_benchmark(
                         retries=sum(sum(c.stats.faults.values()) for c in pool.clients()),
                     )
             except EndpointError as exc:
-                raise EmobenchError(
-                    f"{exc}; {len(done) + new} finished episodes are kept in {rd.episodes}; rerun with --resume {rd.path}"
+                raise EndpointError(
+                    exc.endpoint,
+                    f"{exc.problem}; {len(done) + new} finished episodes are kept in {rd.episodes}; rerun with --resume {rd.path}",
                 ) from None
             finally:
                 for task in tasks:

@@ -20,6 +20,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_response_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # CLI runs in tests must not fill the user's response cache.
+    os.environ["EMOBENCH_RESPONSE_CACHE"] = str(tmp_path_factory.mktemp("cache") / "responses.sqlite")
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer(FakeState()) as server:

@@ -77,7 +77,15 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             self._send(200, b'{"status":"ok"}')
 
         def do_POST(self) -> None:
+            try:
+                self._post()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up first (a timeout test); nothing to answer
+
+        def _post(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if self.path != "/v1/chat/completions":
+                return self._send(404, b'{"error":"not found"}')
             if state.dead:
                 self.close_connection = True
                 self.connection.close()
@@ -110,12 +118,16 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # the default backlog of 5 stalls bursts of concurrent episodes
+
+
 class FakeOpenAIServer:
     def __init__(self, state: FakeState | None = None) -> None:
         self.state = state or FakeState()
         self.state.rng.seed(self.state.fault_seed)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.state))
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), _handler(self.state))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

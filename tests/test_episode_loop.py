@@ -69,8 +69,12 @@ def test_user_leaving_stops_the_episode(registry: Registry, prompts: Any) -> Non
 
     with FakeOpenAIServer(FakeState(responder=responder)) as server:
         ep = _run(server, registry, prompts, Limits(max_turns=10, min_turns=5))
+    # Each goodbye costs 10 meter points; leaving is honoured once the meter is at or below 20.
+    start = registry.cases("demo")[0].persona.meter_start
+    expected_turns = next(k for k in range(1, 11) if start - 10 * k <= 20)
     assert ep.stop_reason == "user_left"
-    assert len(ep.turns) == 1 and ep.last_user is not None and ep.last_user.message == "Forget it. Bye."
+    assert len(ep.turns) == expected_turns and ep.last_user is not None and ep.last_user.message == "Forget it. Bye."
+    assert ep.final_meter <= 20
 
 
 def test_invalid_judgements_are_retried_then_marked_invalid_not_zero(registry: Registry, prompts: Any) -> None:

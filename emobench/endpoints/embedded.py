@@ -49,7 +49,7 @@ def _fingerprint(path: Path) -> str:
 def prepare_embedded_model() -> Path:
     """Return the cached HF folder for the embedded model, converting it on first use."""
     gguf = find_gguf()
-    out = cache_root() / "models" / f"SmolLM2-135M-Instruct-{_fingerprint(gguf)}"
+    out = cache_root() / "models" / f"SmolLM2-135M-Instruct-{_fingerprint(gguf)}-bf16"
     if (out / ".complete").exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)

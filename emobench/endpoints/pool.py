@@ -9,7 +9,8 @@ from pathlib import Path
 
 from emobench.config import RoleConfig
 from emobench.endpoints.binding import EMBEDDED, Binding, parse_binding
-from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient
+from emobench.endpoints.cache import CachedEndpoint, ResponseCache
+from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient, RetryPolicy
 from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model
 from emobench.endpoints.litellm_client import LiteLLMClient
 from emobench.endpoints.vllm_server import vllm_server
@@ -19,9 +20,10 @@ from emobench.records import RoleInfo
 class EndpointPool:
     """Owns every server and client of a run; closing it stops them all."""
 
-    def __init__(self, stack: AsyncExitStack, log_dir: Path) -> None:
+    def __init__(self, stack: AsyncExitStack, log_dir: Path, cache: ResponseCache | None = None) -> None:
         self._stack = stack
         self._log_dir = log_dir
+        self._cache = cache
         self._servers: dict[str, tuple[str, str]] = {}  # vllm model -> (base_url, served name)
         self._clients: dict[tuple[str, str], ChatEndpoint] = {}
 
@@ -33,31 +35,40 @@ class EndpointPool:
             self._servers[model] = (base, served)
         return self._servers[model]
 
-    def _client(self, key: tuple[str, str], make: Callable[[], ChatEndpoint]) -> ChatEndpoint:
+    def _client(self, key: tuple[str, str], identity: str, make: Callable[[], ChatEndpoint]) -> ChatEndpoint:
         if key not in self._clients:
-            self._clients[key] = client = make()
+            client = make()
+            if self._cache is not None:
+                client = CachedEndpoint(client, self._cache, identity)
+            self._clients[key] = client
             self._stack.push_async_callback(client.aclose)
         return self._clients[key]
 
     async def resolve(self, role: RoleConfig) -> tuple[ChatEndpoint, RoleInfo]:
         binding: Binding = parse_binding(role.binding)
         cap, timeout, key_env = role.max_concurrency, role.timeout_s, role.api_key_env
+        retry = RetryPolicy(attempts=role.retries + 1)
         if binding.kind == "vllm":
             base, served = await self._vllm(binding.model)
-            client = self._client((base, served), lambda: OpenAICompatClient(base, served, max_concurrency=cap, timeout_s=timeout))
+            client = self._client((base, served), binding.spec, lambda: OpenAICompatClient(base, served, max_concurrency=cap, timeout_s=timeout, retry=retry))
             endpoint = f"{binding.spec} ({base})"
         elif binding.kind == "openai" and len(binding.base_urls) == 1:
             url = binding.base_urls[0]
             client = self._client(
                 (url, binding.model),
-                lambda: OpenAICompatClient(url, binding.model, max_concurrency=cap, timeout_s=timeout, api_key_env=key_env),
+                url,
+                lambda: OpenAICompatClient(
+                    url, binding.model, max_concurrency=cap, timeout_s=timeout, api_key_env=key_env, retry=retry
+                ),
             )
             endpoint = url
         else:
             client = self._client(
                 (",".join(binding.base_urls) or "litellm", binding.model),
+                binding.spec,
                 lambda: LiteLLMClient(
-                    binding.model, base_urls=binding.base_urls, max_concurrency=cap, timeout_s=timeout, api_key_env=key_env
+                    binding.model, base_urls=binding.base_urls, max_concurrency=cap, timeout_s=timeout, api_key_env=key_env,
+                    retries=role.retries,
                 ),
             )
             endpoint = binding.spec

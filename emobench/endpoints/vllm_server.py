@@ -59,7 +59,7 @@ def _tail(path: Path, lines: int = 3) -> str:
     return " | ".join(line.strip()[-200:] for line in text[-lines:])
 
 
-async def _wait_healthy(proc: subprocess.Popen[bytes], base: str, log_path: Path, timeout_s: float) -> None:
+async def wait_healthy(proc: subprocess.Popen[bytes], base: str, log_path: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         while time.monotonic() < deadline:
@@ -73,7 +73,7 @@ async def _wait_healthy(proc: subprocess.Popen[bytes], base: str, log_path: Path
     raise EndpointError(base, f"vLLM server not healthy after {timeout_s:.0f} s; log {log_path}")
 
 
-def _stop(proc: subprocess.Popen[bytes], grace_s: float = 20.0) -> None:
+def stop_server(proc: subprocess.Popen[bytes], grace_s: float = 20.0) -> None:
     if proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
@@ -86,6 +86,22 @@ def _stop(proc: subprocess.Popen[bytes], grace_s: float = 20.0) -> None:
         proc.wait()
 
 
+def launch_server(
+    model: str, served_name: str, log_path: Path, extra_args: Sequence[str] = ()
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the server process; returns it with its base URL (without /v1)."""
+    port = free_port()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    with open(log_path, "ab") as log:
+        # Own process group, so stopping it also stops the engine-core workers it forks.
+        proc = subprocess.Popen(
+            server_command(model, served_name, port, extra_args),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+        )
+    return proc, f"http://127.0.0.1:{port}"
+
+
 @contextlib.asynccontextmanager
 async def vllm_server(
     model: str,
@@ -96,18 +112,9 @@ async def vllm_server(
     startup_timeout_s: float = 900.0,
 ) -> AsyncIterator[str]:
     """Yield the server's ``/v1`` base URL; the server is stopped on exit, error or Ctrl-C."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-    with open(log_path, "ab") as log:
-        # Own process group, so stopping it also stops the engine-core workers it forks.
-        proc = subprocess.Popen(
-            server_command(model, served_name, port, extra_args),
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-        )
+    proc, base = launch_server(model, served_name, log_path, extra_args)
     try:
-        await _wait_healthy(proc, base, log_path, startup_timeout_s)
+        await wait_healthy(proc, base, log_path, startup_timeout_s)
         yield f"{base}/v1"
     finally:
-        _stop(proc)
+        stop_server(proc)

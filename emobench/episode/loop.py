@@ -85,7 +85,9 @@ async def run_episode(
                 stop_reason = "simulator_invalid"
                 break
             meter = max(0.0, min(100.0, meter + move.meter_delta))
-            if move.leave:
+            # The prompt ties leaving to a meter that has fallen very low; a small simulator that
+            # says goodbye at a high meter is recorded (the audit flags it) but not obeyed.
+            if move.leave and meter <= limits.leave_meter:
                 last_user, stop_reason = move, "user_left"
                 break
         assert move is not None

@@ -68,6 +68,7 @@ class Limits:
     judge_retries: int = 2
     simulator_retries: int = 2
     reveal_every: int = 3
+    leave_meter: float = 20.0  # the leave flag is honoured only at or below this meter value
     resolved_meter: float = 100.0
     gave_up_meter: float = 10.0
 

@@ -1,0 +1,99 @@
+"""Batch layer: response cache, sharding and merge, fault tolerance, secrets."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from emobench.cli import app
+from emobench.config import load_config_data, validate_config
+from emobench.endpoints.cache import ResponseCache
+from emobench.registry import load_registry
+from emobench.report import finalize_run
+from emobench.rundir import RunDir
+from emobench.runner import ROOT, in_shard, run_benchmark
+from tests.conftest import write_config
+from tests.fake_openai import FakeOpenAIServer, FakeState
+
+cli = CliRunner()
+SCORE_KEYS = ["subject", "case_id", "seed"]
+
+
+def _run(server: FakeOpenAIServer, tmp: Path, name: str, cache: ResponseCache | None = None, **extra: Any) -> pd.DataFrame:
+    data = load_config_data(write_config(tmp / f"{name}.yaml", server.base_url, **extra))
+    for role in (*data["subjects"], data["user"], *data["judges"]):
+        role.update(timeout_s=1.0, retries=8)
+    config = validate_config(data, "run.yaml")
+    result = asyncio.run(run_benchmark(config, tmp / name, show_progress=False, cache=cache))
+    rd = RunDir(result.run_dir)
+    finalize_run(rd, load_registry(ROOT), result.faults)
+    return pd.read_parquet(rd.scores).drop(columns=["run_id"]).sort_values(SCORE_KEYS).reset_index(drop=True)
+
+
+def test_a_rerun_through_the_cache_makes_no_model_calls(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "cache" / "responses.sqlite")
+    first = _run(fake, tmp_path, "a", cache)
+    calls = len(fake.state.requests)
+    assert calls > 0 and len(cache) == calls
+    second = _run(fake, tmp_path, "b", cache)
+    assert len(fake.state.requests) == calls  # every call answered from disk
+    pd.testing.assert_frame_equal(first, second)
+    episodes = RunDir(tmp_path / "b").read_episodes()
+    assert all(c.cached for e in episodes for c in e.calls)
+    # A second process opening the same file sees the same entries.
+    assert len(ResponseCache(tmp_path / "cache" / "responses.sqlite")) == calls
+
+
+def test_fault_injection_over_200_episodes_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    seeds = list(range(100))  # 2 demo cases x 100 seeds = 200 episodes
+    with FakeOpenAIServer(FakeState()) as clean_server:
+        clean = _run(clean_server, tmp_path, "clean", seeds=seeds, max_turns=2, min_turns=2)
+    state = FakeState(fault_rate=0.2, fault_seed=7, timeout_sleep_s=1.5)
+    with FakeOpenAIServer(state) as faulty_server:
+        faulty = _run(faulty_server, tmp_path, "faulty", seeds=seeds, max_turns=2, min_turns=2)
+    episodes = RunDir(tmp_path / "faulty").read_episodes()
+    assert len(episodes) == 200 and len({e.key for e in episodes}) == 200
+    assert sum(state.injected.values()) > 100 and set(state.injected) == {"429", "500", "timeout", "truncated", "malformed"}
+    report = RunDir(tmp_path / "faulty").read_report()
+    counted = report["faults"]
+    kind = {"429": "http_429", "500": "http_500", "timeout": "timeout", "truncated": "truncated", "malformed": "malformed"}
+    for injected, n in state.injected.items():
+        assert counted.get(kind[injected], 0) == n, (injected, counted)
+    # The two fake servers listen on different ports, which is part of the binding and so of
+    # the config hash; every score must be the same.
+    pd.testing.assert_frame_equal(clean.drop(columns=["config_hash"]), faulty.drop(columns=["config_hash"]))
+
+
+def test_shards_partition_the_work_and_merge_back(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    pairs = [(c, s) for c in ("demo-01", "demo-02") for s in range(6)]
+    owners = [[i for i in range(3) if in_shard(c, s, (i, 3))] for c, s in pairs]
+    assert all(len(o) == 1 for o in owners)  # every (case, seed) lands in exactly one shard
+    cfg = write_config(tmp_path / "run.yaml", fake.base_url, seeds=list(range(6)))
+    for i in range(3):
+        result = cli.invoke(app, ["run", "--config", str(cfg), "--out", str(tmp_path), "--run-id", f"s{i}", "--shard", f"{i}/3", "--no-cache", "--no-progress"])
+        assert result.exit_code == 0, result.output
+    merged = cli.invoke(app, ["merge", *(str(tmp_path / f"s{i}") for i in range(3)), "-o", str(tmp_path / "all")], env={"COLUMNS": "200"})
+    assert merged.exit_code == 0, merged.output
+    assert sorted(e.key.split("|", 1)[1] for e in RunDir(tmp_path / "all").read_episodes()) == sorted(f"{c}|{s}" for c, s in pairs)
+    assert len(pd.read_parquet(tmp_path / "all" / "scores.parquet")) == 12
+    bad = cli.invoke(app, ["run", "--config", str(cfg), "--shard", "3/3", "--no-progress"])
+    assert bad.exit_code == 2 and "--shard" in bad.output
+
+
+def test_the_api_key_is_written_nowhere(fake: FakeOpenAIServer, tmp_path: Path, monkeypatch: Any) -> None:
+    secret = "sk-emobench-test-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    cfg = write_config(tmp_path / "run.yaml", fake.base_url)
+    result = cli.invoke(app, ["run", "--config", str(cfg), "--out", str(tmp_path / "runs"), "--run-id", "r",
+                              "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert fake.state.requests[0]["headers"]["Authorization"] == f"Bearer {secret}"  # it was used...
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) >= 5
+    for path in files:  # ...and appears in no file of the run, its logs or the cache
+        assert secret.encode() not in path.read_bytes(), path
+    assert secret not in result.output

@@ -1,0 +1,97 @@
+"""Real episodes on a real vLLM server with the embedded SmolLM2-135M-Instruct.
+
+Slow (a server start is ~60-90 s on 2 CPU cores), so each module shares one server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from emobench.cli import app
+from emobench.config import validate_config
+from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model
+from emobench.endpoints.vllm_server import launch_server, stop_server, wait_healthy
+from emobench.registry import load_registry
+from emobench.report import finalize_run
+from emobench.rundir import RunDir
+from emobench.runner import ROOT, run_benchmark
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    model = prepare_embedded_model()
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    proc, base = launch_server(str(model), SERVED_NAME, log)
+    try:
+        asyncio.run(wait_healthy(proc, base, log, 900))
+        yield f"{base}/v1"
+    finally:
+        stop_server(proc)
+
+
+def _config(url: str, **extra: object) -> dict[str, object]:
+    binding = f"openai:{SERVED_NAME}@{url}"
+    return {
+        "subjects": [{"binding": binding, "label": "smollm2", "sampling": {"temperature": 0.7, "max_tokens": 48}}],
+        "user": {"binding": binding, "sampling": {"temperature": 0.8, "max_tokens": 96}},
+        "judges": [{"binding": binding, "label": "judge", "sampling": {"temperature": 0.0, "max_tokens": 320}}],
+        "split": "demo",
+        "limit_cases": 1,
+        "max_turns": 2,
+        "min_turns": 2,
+        **extra,
+    }
+
+
+def test_a_real_episode_on_real_vllm(vllm_url: str, tmp_path: Path) -> None:
+    config = validate_config(_config(vllm_url), "test")
+    result = asyncio.run(run_benchmark(config, tmp_path / "run", show_progress=False))
+    rd = RunDir(result.run_dir)
+    [episode] = finalize_run(rd, load_registry(ROOT))
+    assert 1 <= len(episode.turns) <= 2 and episode.stop_reason in {"max_turns", "user_left", "simulator_invalid"}
+    for call in episode.calls:
+        assert call.model == SERVED_NAME and call.endpoint == vllm_url
+        assert call.prompt_tokens > 0 and call.completion_tokens > 0 and call.latency_s > 0
+        assert call.template and call.seed >= 0 and not call.cached
+    subject_calls = [c for c in episode.calls if c.role == "subject"]
+    assert subject_calls and all(c.text.strip() for c in subject_calls)
+    assert all(c.finish_reason in {"stop", "length"} for c in subject_calls)
+    # Structured output: every judge answer parsed, or was retried and recorded invalid.
+    for turn in episode.turns:
+        for verdict in turn.judgement.verdicts:
+            assert verdict.valid == (verdict.axes is not None)
+            assert verdict.valid or verdict.error
+    scores = pd.read_parquet(rd.scores)
+    assert len(scores) == 1 and scores.loc[0, "n_turns"] == len(episode.turns)
+    if scores.loc[0, "n_judged_turns"]:
+        assert 0 <= scores.loc[0, "epmq"] <= 100
+
+
+def test_emobench_run_launches_and_stops_its_own_vllm_server(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["run", "--max-turns", "2", "--min-turns", "2", "--limit", "1", "--out", str(tmp_path), "--run-id", "demo", "--no-progress"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    rd = RunDir(tmp_path / "demo")
+    manifest = rd.read_manifest()
+    endpoint = manifest["roles"]["subjects"][0]["endpoint"]
+    assert endpoint.startswith("vllm:embedded (http://127.0.0.1:")
+    port = urlparse(endpoint.split("(")[1].rstrip(")")).port
+    with socket.socket() as sock:  # the server is gone: nothing listens on its port
+        assert sock.connect_ex(("127.0.0.1", port)) != 0
+    log = next(rd.logs.glob("vllm-*.log")).read_text()
+    assert "Application startup complete" in log
+    assert len(rd.read_episodes()) == 1 and rd.leaderboard.exists()
+    assert "vllm:embedded" in result.output
