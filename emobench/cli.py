@@ -52,7 +52,7 @@ def _overrides(
     if user:
         data["user"] = {"binding": user}
     if judge:
-        data["judges"] = [{"binding": j} for j in judge]
+        data["judges"] = [{"binding": j, "label": f"judge-{i}" if len(judge) > 1 else None} for i, j in enumerate(judge)]
     if split:
         data["split"] = split
     if seeds:
@@ -69,9 +69,14 @@ def _overrides(
 def _merge_roles(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     """CLI bindings replace the config's binding but keep its sampling when the role exists."""
     merged = {**base, **override}
-    for key in ("subjects", "judges"):
-        if key in override and key in base and len(base[key]) == len(override[key]):
-            merged[key] = [{**b, "binding": o["binding"], "label": None} for b, o in zip(base[key], override[key])]
+    if "judges" in override:
+        # The panel's judges are replaced; its other settings (rubrics, holistic, pairwise) stay.
+        old, new = base["panel"]["judges"], merged.pop("judges")
+        if len(old) == len(new):
+            new = [{**b, "binding": o["binding"], "label": o["label"]} for b, o in zip(old, new)]
+        merged["panel"] = {**base["panel"], "judges": new}
+    if "subjects" in override and "subjects" in base and len(base["subjects"]) == len(override["subjects"]):
+        merged["subjects"] = [{**b, "binding": o["binding"], "label": None} for b, o in zip(base["subjects"], override["subjects"])]
     if "user" in override and "user" in base:
         merged["user"] = {**base["user"], "binding": override["user"]["binding"], "label": None}
     return merged
@@ -110,7 +115,7 @@ def run(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     def go() -> None:
-        from emobench.config import load_config_data, validate_config
+        from emobench.config import load_config_data, resolve_panel, validate_config
         from emobench.endpoints.cache import ResponseCache
         from emobench.endpoints.embedded import cache_root
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
@@ -123,6 +128,7 @@ def run(
 
         source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
         base = RunDir(resume).read_manifest()["config"] if resume and config is None else load_config_data(source)
+        base = resolve_panel(base, source, ROOT)
         data = _merge_roles(base, _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit))
         cfg = validate_config(data, source)
         run_dir = resume or out_dir / (run_id or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))

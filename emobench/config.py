@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import yaml
@@ -16,7 +16,7 @@ from emobench.errors import InputError
 from emobench.records import Sampling
 
 # Fields that change how fast a run goes but not what it produces; kept out of the hash.
-OPERATIONAL = {"max_concurrency", "timeout_s", "concurrency", "api_key_env"}
+OPERATIONAL = {"max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env"}
 
 
 class _Config(BaseModel):
@@ -29,6 +29,7 @@ class RoleConfig(_Config):
     sampling: Sampling = Field(default_factory=Sampling)
     max_concurrency: int = Field(default=16, ge=1)
     timeout_s: float = Field(default=300.0, gt=0)
+    retries: int = Field(default=5, ge=0)  # retries of transient failures (429, 5xx, timeouts)
     api_key_env: str = "OPENAI_API_KEY"  # the variable's name; its value is never stored
 
     @property
@@ -36,10 +37,26 @@ class RoleConfig(_Config):
         return self.label or parse_binding(self.binding).spec
 
 
+class PanelConfig(_Config):
+    """The judge panel (DESIGN 5.2-5.5): which judges, which rubrics, which aggregation."""
+
+    name: str = "inline"
+    judges: list[RoleConfig] = Field(min_length=1)
+    rubrics: dict[str, str] = Field(
+        default_factory=lambda: {"mdep": "mdep.j2", "holistic": "holistic.j2", "pairwise": "pairwise.j2"}
+    )
+    aggregation: Literal["median"] = "median"  # per MDEP item across judges; holistic scores are averaged
+    holistic: bool = True
+    pairwise: bool = True
+    reference_subjects: list[str] | None = None  # pairwise: compare every subject with these only
+
+
 class RunConfig(_Config):
     subjects: list[RoleConfig] = Field(min_length=1)
     user: RoleConfig
-    judges: list[RoleConfig] = Field(min_length=1)
+    panel: PanelConfig
+    director: RoleConfig | None = None  # an LLM director; None uses the rule director
+    probe: bool = True  # ask the subject, out of character, to infer the persona (DESIGN 5.6)
     subject_system_prompt: str | None = None  # a template name under prompts/, e.g. "companion"
     split: str = "test"
     cases: list[str] | None = None
@@ -61,10 +78,14 @@ class RunConfig(_Config):
             reveal_every=self.reveal_every,
         )
 
+    @property
+    def judges(self) -> list[RoleConfig]:
+        return self.panel.judges
+
     def bindings(self) -> list[tuple[str, RoleConfig]]:
-        return [(f"subjects[{i}]", r) for i, r in enumerate(self.subjects)] + [("user", self.user)] + [
-            (f"judges[{i}]", r) for i, r in enumerate(self.judges)
-        ]
+        roles = [(f"subjects[{i}]", r) for i, r in enumerate(self.subjects)] + [("user", self.user)]
+        roles += [(f"panel.judges[{i}]", r) for i, r in enumerate(self.judges)]
+        return roles + ([("director", self.director)] if self.director else [])
 
     def config_hash(self) -> str:
         def strip(value: Any) -> Any:
@@ -83,7 +104,24 @@ def _first_error(exc: ValidationError) -> tuple[str, str]:
     return ".".join(str(p) for p in err["loc"]), err["msg"]
 
 
-def validate_config(data: dict[str, Any], source: str | Path) -> RunConfig:
+def resolve_panel(data: dict[str, Any], source: str | Path, root: Path) -> dict[str, Any]:
+    """Accept ``judges: [...]`` (an inline panel) or ``panel: judges/panels/NAME.yaml``."""
+    data = dict(data)
+    if "judges" in data:
+        if "panel" in data:
+            raise InputError(source, "judges", "give either judges or panel, not both")
+        data["panel"] = {"name": "inline", "judges": data.pop("judges")}
+    elif isinstance(data.get("panel"), str):
+        path = Path(data["panel"])
+        path = path if path.is_absolute() or path.exists() else root / path
+        data["panel"] = load_config_data(path)
+    return data
+
+
+def validate_config(data: dict[str, Any], source: str | Path, root: Path | None = None) -> RunConfig:
+    from emobench.prompts import ROOT
+
+    data = resolve_panel(data, source, root or ROOT)
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
@@ -91,9 +129,10 @@ def validate_config(data: dict[str, Any], source: str | Path) -> RunConfig:
         raise InputError(source, field, msg) from None
     for field, role in config.bindings():
         parse_binding(role.binding, source=str(source), field=f"{field}.binding")
-    labels = [r.name for r in config.subjects]
-    if len(set(labels)) != len(labels):
-        raise InputError(source, "subjects", "two subjects share a label; give each a distinct label")
+    for field, roles in (("subjects", config.subjects), ("panel.judges", config.judges)):
+        labels = [r.name for r in roles]
+        if len(set(labels)) != len(labels):
+            raise InputError(source, field, "two roles share a label; give each a distinct label")
     if config.min_turns > config.max_turns:
         raise InputError(source, "min_turns", f"{config.min_turns} exceeds max_turns {config.max_turns}")
     return config

@@ -65,7 +65,7 @@ def load_prompts(root: Path, config: RunConfig) -> EpisodePrompts:
     system = config.subject_system_prompt
     return EpisodePrompts(
         simulator=load_template(root / "prompts" / "simulator.j2"),
-        judge=load_template(root / "judges" / "mdep.j2"),
+        judge=load_template(root / "judges" / config.panel.rubrics["mdep"]),
         subject_system=load_template(root / "prompts" / f"{system}.j2") if system else None,
     )
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emobench.config import RoleConfig, RunConfig
+from emobench.config import PanelConfig, RoleConfig, RunConfig
 from emobench.endpoints.client import OpenAICompatClient, RetryPolicy
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Provenance, RoleCaller
 from emobench.records import RoleInfo, Sampling
@@ -39,7 +39,8 @@ def registry() -> Registry:
 
 @pytest.fixture(scope="session")
 def prompts() -> EpisodePrompts:
-    return load_prompts(ROOT, RunConfig(subjects=[RoleConfig(binding="vllm:x")], user=RoleConfig(binding="vllm:x"), judges=[RoleConfig(binding="vllm:x")]))
+    role = RoleConfig(binding="vllm:x")
+    return load_prompts(ROOT, RunConfig(subjects=[role], user=role, panel=PanelConfig(judges=[role])))
 
 
 PROVENANCE = Provenance(split="demo", registry_version="r", config_hash="c", emobench_version="0")
