@@ -25,6 +25,8 @@ class InputError(EmobenchError):
 class EndpointError(EmobenchError):
     """A model endpoint failed in a way retries could not fix. Names the endpoint."""
 
+    exit_code = 3
+
     def __init__(self, endpoint: str, problem: str) -> None:
         self.endpoint = endpoint
         self.problem = problem
