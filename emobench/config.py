@@ -66,6 +66,7 @@ class RunConfig(_Config):
     min_turns: int = Field(default=12, ge=1)
     judge_retries: int = Field(default=2, ge=0)
     simulator_retries: int = Field(default=2, ge=0)
+    director_retries: int = Field(default=2, ge=0)
     reveal_every: int = Field(default=3, ge=0)
     concurrency: int = Field(default=64, ge=1)
 
@@ -75,6 +76,7 @@ class RunConfig(_Config):
             min_turns=self.min_turns,
             judge_retries=self.judge_retries,
             simulator_retries=self.simulator_retries,
+            director_retries=self.director_retries,
             reveal_every=self.reveal_every,
         )
 

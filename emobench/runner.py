@@ -67,6 +67,8 @@ def load_prompts(root: Path, config: RunConfig) -> EpisodePrompts:
         simulator=load_template(root / "prompts" / "simulator.j2"),
         judge=load_template(root / "judges" / config.panel.rubrics["mdep"]),
         subject_system=load_template(root / "prompts" / f"{system}.j2") if system else None,
+        director=load_template(root / "prompts" / "director.j2") if config.director else None,
+        probe=load_template(root / "prompts" / "probe.j2") if config.probe else None,
     )
 
 
@@ -90,6 +92,8 @@ def manifest(
             "simulator": prompts.simulator.version,
             "judge": prompts.judge.version,
             "subject_system": prompts.subject_system.version if prompts.subject_system else "none",
+            "director": prompts.director.version if prompts.director else "rule",
+            "probe": prompts.probe.version if prompts.probe else "none",
         },
         "roles": roles,
         "emobench_version": emobench.__version__,
@@ -153,10 +157,13 @@ async def run_benchmark(
         user = await bind("user", config.user)
         judges = tuple([await bind("judge", j) for j in config.judges])
         subjects = [await bind("subject", s) for s in config.subjects]
+        director = await bind("director", config.director) if config.director else None
         roles_info = {
             "subjects": [s.info.model_dump() for s in subjects],
             "user": user.info.model_dump(),
             "judges": [j.info.model_dump() for j in judges],
+            "director": director.info.model_dump() if director else "rule",
+            "panel": config.panel.name,
         }
         info = manifest(config, rd.path.name, registry_version, prompts, roles_info, root)
         info["shard"] = list(shard) if shard else None
@@ -171,7 +178,7 @@ async def run_benchmark(
 
         async def one(subject: RoleCaller, case: Case, seed: int) -> Any:
             async with gate:
-                roles = EpisodeRoles(subject=subject, user=user, judges=judges)
+                roles = EpisodeRoles(subject=subject, user=user, judges=judges, director=director)
                 return await run_episode(case, roles, prompts, seed, limits, provenance)
 
         total = len(done) + len(jobs)

@@ -31,6 +31,20 @@ def default_responder(body: dict[str, Any]) -> str:
     if fmt == "mdep_verdict":
         axis = {"progress": 1, "regression": 0, "evidence": "that sounds hard", "reason": "names the feeling"}
         return json.dumps({"C": axis, "A": {**axis, "progress": 2}, "P": {**axis, "progress": 0, "evidence": "", "reason": ""}})
+    if fmt == "persona_probe":
+        return json.dumps({"dominant_need": "A", "threshold": "high", "rationale": "guarded",
+                           "big_five": [{"trait": "neuroticism", "pole": "high"}, {"trait": "extraversion", "pole": "low"}]})
+    if fmt == "holistic_verdict":
+        dim = {"score": 3 + seed % 5, "evidence": "that sounds hard", "reason": "plain and specific"}
+        return json.dumps({d: dim for d in ("empathy", "humanlikeness", "persona_adaptation", "coherence")})
+    if fmt == "pairwise_verdict":
+        # A deterministic stand-in for a judge: prefers whichever conversation is shorter.
+        text = body["messages"][-1]["content"]
+        first, _, second = text.partition("Conversation 2")
+        pick = "1" if len(first) <= len(second) else "2"
+        return json.dumps({d: {"winner": pick, "reason": "steadier"} for d in ("empathy", "humanlikeness", "persona_adaptation", "coherence")})
+    if fmt == "director_action":
+        return json.dumps({"action": "wait", "target": None, "guidance": "keep testing them"})
     return "That sounds hard. What part of it weighs on you most?"
 
 

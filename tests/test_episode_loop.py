@@ -29,12 +29,16 @@ def test_episode_runs_to_max_turns_with_full_provenance(fake: FakeOpenAIServer, 
     assert all(t.judgement.vector == (1.0, 3.0, 0.0) for t in ep.turns)
     p0 = case.p0
     assert ep.turns[-1].epm.p == (p0[0] + 4, p0[1] + 12, p0[2])
-    # 3 simulator calls (turn 1 is the opening), 4 subject and 4 judge calls, each with provenance.
+    # 3 simulator calls (turn 1 is the opening), 4 subject and 4 judge calls, then the persona
+    # probe put to the subject; each with provenance.
     roles = [c.role for c in ep.calls]
-    assert roles.count("user") == 3 and roles.count("subject") == 4 and roles.count("judge") == 4
+    assert roles.count("user") == 3 and roles.count("subject") == 4 + 1 and roles.count("judge") == 4
     for call in ep.calls:
         assert call.model == "fake-model" and call.template != "" and call.sampling.max_tokens == 64
-    assert {c.template.split("@")[0] for c in ep.calls} == {"simulator", "mdep", "none"}
+    assert {c.template.split("@")[0] for c in ep.calls} == {"simulator", "mdep", "none", "probe"}
+    assert ep.probe is not None and ep.probe.dominant_need == "A"
+    # The rule director reveals stage 1 after turn 3 (reveal_every=3); the simulator hears of it.
+    assert [t.director.action for t in ep.turns] == ["wait", "wait", "reveal_stage", "wait"]
     # Meter: start + 2 per simulated turn.
     assert ep.final_meter == case.persona.meter_start + 2 * 3
 
@@ -124,3 +128,36 @@ def test_epm_failure_stops_after_min_turns(registry: Registry, prompts: Any) -> 
     # Every turn moves away from the goal: collapse is due at turn 5 but may only fire from 6.
     assert ep.stop_reason == "epm_collapse" and ep.status == "collapse"
     assert len(ep.turns) == 6
+
+
+def test_llm_director_guidance_reaches_only_the_simulator_and_can_end(registry: Registry, prompts: Any) -> None:
+    from dataclasses import replace
+
+    from emobench.prompts import load_template
+    from emobench.runner import ROOT
+    from tests.conftest import fake_caller
+
+    case = registry.cases("demo")[0]
+    stage = case.scenario.stages[0]
+    actions = iter([{"action": "reveal_stage", "target": 0, "guidance": "let it out slowly"}, {"action": "end", "target": None, "guidance": ""}])
+
+    def responder(body: dict[str, Any]) -> str:
+        if body.get("response_format", {}).get("json_schema", {}).get("name") == "director_action":
+            return json.dumps(next(actions))
+        return default_responder(body)
+
+    with FakeOpenAIServer(FakeState(responder=responder)) as server:
+        roles = replace(fake_roles(server.base_url), director=fake_caller(server.base_url, "director", "director"))
+        with_director = replace(prompts, director=load_template(ROOT / "prompts" / "director.j2"))
+        ep = asyncio.run(run_episode(case, roles, with_director, 0, Limits(max_turns=10, min_turns=5), PROVENANCE))
+        bodies = [r["body"] for r in server.state.requests]
+    assert ep.stop_reason == "director_end" and len(ep.turns) == 2
+    assert [t.director.action for t in ep.turns] == ["reveal_stage", "end"]
+    kind = [(b.get("response_format") or {}).get("json_schema", {}).get("name", "subject") for b in bodies]
+    texts = [json.dumps(b["messages"]) for b in bodies]
+    sim_turn2 = next(t for k, t in zip(kind, texts) if k == "user_move")
+    assert json.dumps(stage)[1:-1] in sim_turn2 and "let it out slowly" in sim_turn2
+    for k, t in zip(kind, texts):
+        if k in ("subject", "mdep_verdict"):
+            assert "let it out slowly" not in t
+    assert [c.role for c in ep.calls].count("director") == 2

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from emobench.episode.director import rule_director
+from emobench.episode.director import DirectorState, apply_action, llm_director, rule_director, simulator_guidance
+from emobench.episode.probe import run_probe
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, derive_seed
 from emobench.episode.simulator import USER_MOVE_FORMAT, parse_user_move, simulator_messages
 from emobench.judging.mdep import judge_turn
-from emobench.records import EPMPoint, Episode, ModelCall, Turn, UserMove
+from emobench.records import DirectorAction, EPMPoint, Episode, ModelCall, ProbeAnswer, Turn, UserMove
 from emobench.registry import Case
 from emobench.trackers.epm import EPMEngine
 
@@ -23,14 +24,18 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def subject_messages(prompts: EpisodePrompts, history: list[tuple[str, str]], message: str) -> list[dict[str, str]]:
+def subject_conversation(prompts: EpisodePrompts, history: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """The subject's side of the conversation so far, exactly as it is sent each turn."""
     messages = []
     if prompts.subject_system is not None:
         messages.append({"role": "system", "content": prompts.subject_system.block("system")})
     for said, reply in history:
         messages += [{"role": "user", "content": said}, {"role": "assistant", "content": reply}]
-    messages.append({"role": "user", "content": message})
     return messages
+
+
+def subject_messages(prompts: EpisodePrompts, history: list[tuple[str, str]], message: str) -> list[dict[str, str]]:
+    return [*subject_conversation(prompts, history), {"role": "user", "content": message}]
 
 
 async def _simulate(
@@ -51,10 +56,23 @@ async def _simulate(
     return None, calls
 
 
-def _guidance(revealed: list[str]) -> str:
-    if not revealed:
-        return ""
-    return "If you feel heard enough, you may now let these parts of your story come out: " + " / ".join(revealed)
+async def _direct(
+    roles: EpisodeRoles, prompts: EpisodePrompts, case: Case, state: DirectorState,
+    transcript: list[dict[str, str]], seed: int, limits: Limits,
+) -> tuple[DirectorAction, list[ModelCall]]:
+    if roles.director is not None and prompts.director is not None:
+        return await llm_director(
+            roles.director, prompts.director, case, state, transcript, seed, limits.director_retries, limits.reveal_every
+        )
+    return rule_director(case, state.turn, limits.reveal_every), []
+
+
+async def _probe(
+    roles: EpisodeRoles, prompts: EpisodePrompts, history: list[tuple[str, str]], seed: int, limits: Limits
+) -> tuple[ProbeAnswer | None, list[ModelCall]]:
+    if prompts.probe is None or not history:
+        return None, []
+    return await run_probe(roles.subject, prompts.probe, subject_conversation(prompts, history), seed, limits.simulator_retries)
 
 
 async def run_episode(
@@ -67,7 +85,8 @@ async def run_episode(
     transcript: list[dict[str, str]] = []
     calls: list[ModelCall] = []
     turns: list[Turn] = []
-    revealed: list[str] = []
+    director = DirectorState(turn=0, max_turns=limits.max_turns, meter=meter)
+    guidance = ""
     status: str | None = None
     success_turn: int | None = None
     last_user: UserMove | None = None
@@ -78,7 +97,7 @@ async def run_episode(
     for t in range(1, limits.max_turns + 1):
         if t > 1:
             move, sim_calls = await _simulate(
-                roles, prompts, case, history, meter, _guidance(revealed), seed, t, limits.simulator_retries
+                roles, prompts, case, history, meter, guidance, seed, t, limits.simulator_retries
             )
             calls += sim_calls
             if move is None:
@@ -110,9 +129,17 @@ async def run_episode(
             step = engine.step(judgement.vector)
             point = EPMPoint(p=step.p, delta_e=step.delta_e, cos=step.cos, energy=step.energy)
             status = step.status
-        action = rule_director(case, t, limits.reveal_every)
-        if action.action == "reveal_stage":
-            revealed.append(case.scenario.stages[len(revealed)])
+        director = DirectorState(
+            turn=t, max_turns=limits.max_turns, meter=meter,
+            p=point.p if point else director.p, energy=point.energy if point else director.energy,
+            last_vector=judgement.vector if point else None, last_delta_e=point.delta_e if point else None,
+            revealed_stages=director.revealed_stages, revealed_memories=director.revealed_memories,
+            resistance=director.resistance,
+        )
+        action, director_calls = await _direct(roles, prompts, case, director, transcript, seed, limits)
+        calls += director_calls
+        director = apply_action(case, director, action)
+        guidance = simulator_guidance(case, director, action)
         turns.append(Turn(index=t, user=move, reply=reply, judgement=judgement, epm=point, meter=meter, director=action))
 
         if status == "success":
@@ -127,6 +154,12 @@ async def run_episode(
         if t >= limits.min_turns and meter < limits.gave_up_meter:
             stop_reason = "meter_gave_up"
             break
+        if action.action == "end":
+            stop_reason = "director_end"
+            break
+
+    probe, probe_calls = await _probe(roles, prompts, history, seed, limits)
+    calls += probe_calls
 
     return Episode(
         key=f"{roles.subject.info.label}|{case.id}|{seed}",
@@ -139,6 +172,7 @@ async def run_episode(
         p0=case.p0,
         turns=turns,
         last_user=last_user,
+        probe=probe,
         final_meter=meter,
         stop_reason=stop_reason,
         status=status,
@@ -147,11 +181,14 @@ async def run_episode(
             "subject": roles.subject.info,
             "user": roles.user.info,
             "judges": [j.info for j in roles.judges],
+            **({"director": roles.director.info} if roles.director else {}),
         },
         templates={
             "simulator": prompts.simulator.ref,
             "judge": prompts.judge.ref,
             "subject_system": prompts.subject_system.ref if prompts.subject_system else "none",
+            "director": prompts.director.ref if roles.director and prompts.director else "rule",
+            "probe": prompts.probe.ref if prompts.probe else "none",
         },
         calls=calls,
         registry_version=provenance.registry_version,

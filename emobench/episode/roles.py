@@ -52,6 +52,7 @@ class EpisodeRoles:
     subject: RoleCaller
     user: RoleCaller
     judges: tuple[RoleCaller, ...]
+    director: RoleCaller | None = None  # None: the rule director
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class EpisodePrompts:
     simulator: PromptTemplate
     judge: PromptTemplate
     subject_system: PromptTemplate | None = None
+    director: PromptTemplate | None = None
+    probe: PromptTemplate | None = None  # None: no persona probe
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class Limits:
     min_turns: int = 12
     judge_retries: int = 2
     simulator_retries: int = 2
+    director_retries: int = 2
     reveal_every: int = 3
     leave_meter: float = 20.0  # the leave flag is honoured only at or below this meter value
     resolved_meter: float = 100.0
