@@ -187,10 +187,11 @@ class EpisodeJudgement(Record):
     so that a rescore writes new judgements beside the old ones."""
 
     key: str
-    panel: str  # "name@version"
+    panel: str
     holistic: list[HolisticVerdict]
     audit: list[AuditFlag]
     calls: list[ModelCall]
+    mdep: list[TurnJudgement] | None = None  # a rescore's per-turn verdicts; None: the episode's own
 
 
 Episode.model_rebuild()

@@ -3,30 +3,44 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 
-from emobench.records import Episode
+from emobench.config import RoleConfig
+from emobench.judging.pairwise import pairwise_table, verdicts_frame
+from emobench.records import Episode, EpisodeJudgement, PairwiseVerdict
 from emobench.registry import Registry
-from emobench.rundir import RunDir
+from emobench.rundir import RunDir, read_records
+from emobench.scoring.agreement import reliability
 from emobench.scoring.episode_scores import score_episode, scores_table
+from emobench.scoring.probe import counterfactual_spread
+from emobench.scoring.replay import rejudged
+from emobench.trackers.embedding import EmotionTracker
 
 
-def accounting(episodes: list[Episode]) -> dict[str, Any]:
+@lru_cache(maxsize=1)
+def _emotion_tracker() -> EmotionTracker:
+    # Loading the MiniLM model costs seconds; one process scoring several runs loads it once.
+    return EmotionTracker.load()
+
+
+def accounting(episodes: list[Episode], judgements: list[EpisodeJudgement] | None = None) -> dict[str, Any]:
     """Tokens per role and model, and latency percentiles, over every call of the run."""
     tokens: dict[str, Counter[str]] = defaultdict(Counter)
     latencies: dict[str, list[float]] = defaultdict(list)
-    for episode in episodes:
-        for call in episode.calls:
-            key = f"{call.role}:{call.model}"
-            tokens[key]["calls"] += 1
-            tokens[key]["prompt_tokens"] += call.prompt_tokens
-            tokens[key]["completion_tokens"] += call.completion_tokens
-            tokens[key]["cached_calls"] += int(call.cached)
-            if not call.cached:
-                latencies[key].append(call.latency_s)
+    calls = [c for e in episodes for c in e.calls] + [c for j in judgements or [] for c in j.calls]
+    for call in calls:
+        key = f"{call.role}:{call.model}"
+        tokens[key]["calls"] += 1
+        tokens[key]["prompt_tokens"] += call.prompt_tokens
+        tokens[key]["completion_tokens"] += call.completion_tokens
+        tokens[key]["cached_calls"] += int(call.cached)
+        if not call.cached:
+            latencies[key].append(call.latency_s)
     out: dict[str, Any] = {}
     for key, counts in sorted(tokens.items()):
         lat = np.asarray(latencies[key]) if latencies[key] else None
@@ -38,6 +52,7 @@ def accounting(episodes: list[Episode]) -> dict[str, Any]:
 
 
 def invalid_judgements(episodes: list[Episode]) -> dict[str, int]:
+    """Invalid MDEP verdicts per judge over every turn."""
     counts: Counter[str] = Counter()
     for episode in episodes:
         for turn in episode.turns:
@@ -46,24 +61,66 @@ def invalid_judgements(episodes: list[Episode]) -> dict[str, int]:
     return dict(counts)
 
 
-def finalize_run(rd: RunDir, registry: Registry, faults: dict[str, int] | None = None) -> list[Episode]:
-    """Score every episode in the run directory and write scores.parquet and report.json."""
-    episodes = rd.read_episodes()
-    run_id = rd.path.name
-    rows = [score_episode(ep, registry.case(ep.case_id), run_id) for ep in episodes]
-    pq.write_table(scores_table(rows), rd.scores)
+def finalize_run(
+    out: RunDir, registry: Registry, faults: dict[str, int] | None = None, *, source: RunDir | None = None
+) -> list[Episode]:
+    """Score every episode and write scores.parquet, pairwise.parquet and report.json to out.
+
+    source is the run whose episodes a rescore judged again (out is then its panel folder).
+    """
+    origin = source or out
+    config = origin.read_manifest().get("config", {})
+    min_turns = int(config.get("min_turns", 12))
+    panel = (out.read_manifest() if source is not None else config).get("panel", {})
+    judges = [RoleConfig.model_validate(j).name for j in panel.get("judges", [])]
+    episodes = origin.read_episodes()
+    judgements = {j.key: j for j in read_records(out.judgements, EpisodeJudgement)}
+    emotions = _emotion_tracker()
+    scored = []
+    rows = []
+    for episode in episodes:
+        judgement = judgements.get(episode.key)
+        if judgement is not None and judgement.mdep is not None:
+            episode = rejudged(episode, judgement.mdep, min_turns)
+        scored.append(episode)
+        rows.append(score_episode(episode, registry.case(episode.case_id), out.path.name, judgement, emotions))
+    table = scores_table(rows)
+    pq.write_table(table, out.scores)
+    verdicts = read_records(out.pairwise_log, PairwiseVerdict)
+    if verdicts:
+        pq.write_table(pairwise_table(verdicts), out.pairwise)
+    frame = verdicts_frame(verdicts) if verdicts else None
+    scores = table.to_pandas()
+    invalid = invalid_judgements(scored)
+    for judgement in judgements.values():
+        for verdict in judgement.holistic:
+            invalid[f"{verdict.judge} (holistic)"] = invalid.get(f"{verdict.judge} (holistic)", 0) + int(not verdict.valid)
+    if frame is not None:
+        for judge, n in frame.attrs.get("invalid_by_judge", {}).items():
+            invalid[f"{judge} (pairwise)"] = n
     stops = Counter(ep.stop_reason for ep in episodes)
     # Faults accumulate over every process that worked on this run (a resume adds its own).
-    all_faults = Counter(rd.read_report().get("faults", {}))
+    all_faults = Counter(out.read_report().get("faults", {}))
     all_faults.update(faults or {})
+    audit = Counter(flag.kind for j in judgements.values() for flag in j.audit)
     report = {
-        "run_id": run_id,
+        "run_id": out.path.name,
         "episodes": len(episodes),
         "stop_reasons": dict(stops),
-        "invalid_judgements": invalid_judgements(episodes),
+        "invalid_judgements": invalid,
         "unscored_episodes": sum(r["epmq"] is None for r in rows),
+        "reliability": reliability(scored, list(judgements.values()), judges, scores, frame),
+        "audit": {"flags": dict(audit), "flagged_episodes": sum(bool(j.audit) for j in judgements.values())},
+        "counterfactual_spread": _spread(scores, registry),
         "faults": dict(all_faults),
-        "accounting": accounting(episodes),
+        "accounting": accounting(episodes, [j for j in judgements.values()]),
     }
-    rd.write_json(rd.report, report)
-    return episodes
+    out.write_json(out.report, report)
+    return scored
+
+
+def _spread(scores: pd.DataFrame, registry: Registry) -> list[dict[str, Any]]:
+    sets = {c.id: c.counterfactual_set for c in registry.all_cases()}
+    frame = scores.assign(counterfactual_set=scores["case_id"].map(sets))
+    spread = counterfactual_spread(frame[frame["counterfactual_set"].notna()])
+    return [dict(r) for r in spread.to_dict(orient="records")]

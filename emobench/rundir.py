@@ -11,13 +11,15 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from emobench.errors import InputError
 from emobench.records import Episode
+
+R = TypeVar("R", bound=BaseModel)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -37,6 +39,10 @@ class RunDir:
         self.scores = path / "scores.parquet"
         self.report = path / "report.json"
         self.leaderboard = path / "leaderboard.parquet"
+        self.judgements = path / "judgements.jsonl"
+        self.pairwise_log = path / "pairwise.jsonl"
+        self.pairwise_calls = path / "pairwise_calls.jsonl"
+        self.pairwise = path / "pairwise.parquet"
         self.logs = path / "logs"
 
     def create(self) -> None:
@@ -65,36 +71,14 @@ class RunDir:
         return data
 
     def append_episode(self, episode: Episode) -> None:
-        line = episode.model_dump_json().encode() + b"\n"
-        fd = os.open(self.episodes, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def _lines(self) -> Iterator[tuple[int, bytes]]:
-        if not self.episodes.exists():
-            return
-        with open(self.episodes, "rb") as fh:
-            for number, line in enumerate(fh, start=1):
-                if line.endswith(b"\n"):  # a line without its newline is a torn tail
-                    yield number, line
+        append_line(self.episodes, episode.model_dump_json().encode())
 
     def read_episodes(self) -> list[Episode]:
-        episodes = []
-        for number, line in self._lines():
-            try:
-                episodes.append(Episode.model_validate_json(line))
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                field = ".".join(str(p) for p in err["loc"])
-                raise InputError(self.episodes, f"line {number}: {field}", err["msg"]) from None
-        return episodes
+        return read_records(self.episodes, Episode)
 
     def done_keys(self) -> set[str]:
         keys = set()
-        for number, line in self._lines():
+        for number, line in _lines(self.episodes):
             try:
                 keys.add(orjson.loads(line)["key"])
             except (orjson.JSONDecodeError, KeyError, TypeError):
@@ -102,13 +86,48 @@ class RunDir:
         return keys
 
     def repair(self) -> int:
-        """Cut a torn tail line left by a crash; return the bytes removed."""
-        if not self.episodes.exists():
-            return 0
-        data = self.episodes.read_bytes()
-        keep = data.rfind(b"\n") + 1
-        if keep == len(data):
-            return 0
-        with open(self.episodes, "r+b") as fh:
-            fh.truncate(keep)
-        return len(data) - keep
+        """Cut torn tail lines left by a crash; return the bytes removed."""
+        return sum(repair_tail(path) for path in (self.episodes, self.judgements, self.pairwise_log, self.pairwise_calls))
+
+
+def append_line(path: Path, data: bytes) -> None:
+    """Append one whole line with a single O_APPEND write, then fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    if not path.exists():
+        return
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if line.endswith(b"\n"):  # a line without its newline is a torn tail
+                yield number, line
+
+
+def read_records(path: Path, model: type[R]) -> list[R]:
+    records = []
+    for number, line in _lines(path):
+        try:
+            records.append(model.model_validate_json(line))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"])
+            raise InputError(path, f"line {number}: {field}", err["msg"]) from None
+    return records
+
+
+def repair_tail(path: Path) -> int:
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep == len(data):
+        return 0
+    with open(path, "r+b") as fh:
+        fh.truncate(keep)
+    return len(data) - keep

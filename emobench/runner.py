@@ -11,7 +11,7 @@ import subprocess
 from collections import Counter
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Provenance, RoleCaller
 from emobench.errors import EndpointError, InputError
+from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
 from emobench.prompts import load_template
 from emobench.records import RoleInfo
 from emobench.registry import Case, Registry, load_registry
@@ -98,7 +99,7 @@ def manifest(
         "roles": roles,
         "emobench_version": emobench.__version__,
         "git_sha": git_sha(root),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -184,28 +185,34 @@ async def run_benchmark(
         total = len(done) + len(jobs)
         tasks = [asyncio.create_task(one(*job)) for job in jobs]
         new = turns = 0
-        with _progress(console, show_progress) as progress:
-            bar = progress.add_task("run", total=total, completed=len(done), calls=0, retries=0, turns=0)
-            try:
-                for next_done in asyncio.as_completed(tasks):
-                    episode = await next_done
-                    rd.append_episode(episode)
-                    new += 1
-                    turns += len(episode.turns)
-                    progress.update(
-                        bar, advance=1, turns=turns,
-                        calls=sum(c.stats.calls for c in pool.clients()),
-                        retries=sum(sum(c.stats.faults.values()) for c in pool.clients()),
-                    )
-            except EndpointError as exc:
-                raise EndpointError(
-                    exc.endpoint,
-                    f"{exc.problem}; {len(done) + new} finished episodes are kept in {rd.episodes}; rerun with --resume {rd.path}",
-                ) from None
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            with _progress(console, show_progress) as progress:
+                bar = progress.add_task("run", total=total, completed=len(done), calls=0, retries=0, turns=0)
+                try:
+                    for next_done in asyncio.as_completed(tasks):
+                        episode = await next_done
+                        rd.append_episode(episode)
+                        new += 1
+                        turns += len(episode.turns)
+                        progress.update(
+                            bar, advance=1, turns=turns,
+                            calls=sum(c.stats.calls for c in pool.clients()),
+                            retries=sum(sum(c.stats.faults.values()) for c in pool.clients()),
+                        )
+                finally:
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+            episodes = [e for e in rd.read_episodes() if in_shard(e.case_id, e.seed, shard)]
+            panel = bind_panel(config.panel, judges, root)
+            console.print(f"judging {len(episodes)} episode(s) with panel {config.panel.name!r}")
+            await judge_episodes(rd, episodes, registry, panel, limits, config.concurrency)
+            await judge_pairwise(rd, episodes, registry, panel, limits, config.concurrency)
+        except EndpointError as exc:
+            raise EndpointError(
+                exc.endpoint,
+                f"{exc.problem}; {len(done) + new} finished episodes are kept in {rd.episodes}; rerun with --resume {rd.path}",
+            ) from None
         faults: Counter[str] = Counter()
         for client in pool.clients():
             faults.update(client.stats.faults)

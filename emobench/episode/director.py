@@ -53,15 +53,14 @@ _RESISTANCE_GUIDANCE: Final = {
 
 
 def rule_director(case: Case, turn: int, reveal_every: int) -> DirectorAction:
-    """Stage k (0-based) becomes sayable after turn k * reveal_every."""
-    stages = case.scenario.stages
+    """Stage k (0-based) becomes sayable after turn (k + 1) * reveal_every.
+
+    It adds no guidance line: simulator_guidance tells the simulator what is revealed.
+    """
     if reveal_every > 0 and turn % reveal_every == 0:
         index = turn // reveal_every - 1
-        if index < len(stages):
-            return DirectorAction(
-                action="reveal_stage",
-                guidance=f"If you feel heard enough, you may now let this part of your story come out: {stages[index]}",
-            )
+        if index < len(case.scenario.stages):
+            return DirectorAction(action="reveal_stage", target=index)
     return DirectorAction(action="wait")
 
 
@@ -120,8 +119,8 @@ def director_messages(
 def apply_action(case: Case, state: DirectorState, action: DirectorAction) -> DirectorState:
     """The state after the action; ValueError when the action does not fit the state.
 
-    reveal_stage reveals the next hidden stage, and its target must be that stage or None (the
-    rule director sets none). reveal_memory needs the index of a hidden memory.
+    reveal_stage reveals the next hidden stage; its target must be that stage, or None for "the
+    next one". reveal_memory needs the index of a hidden memory.
     """
     kind = action.action
     if kind == "reveal_stage":
@@ -206,9 +205,8 @@ def parse_director(text: str, finish_reason: str | None, case: Case, state: Dire
 
 
 def _fallback(case: Case, state: DirectorState, reveal_every: int) -> DirectorAction:
-    """The rule director's choice, placed on the current state: its reveal turns reveal the next
-    hidden stage (wait when none is left). It carries no guidance line, because
-    simulator_guidance already tells the simulator what was revealed."""
+    """The rule director's choice, placed on the current state: an LLM director may have revealed
+    stages at other turns, so a rule reveal turn reveals the next hidden stage, if any is left."""
     if rule_director(case, state.turn, reveal_every).action == "reveal_stage":
         stage = _next_stage(case, state)
         if stage is not None:

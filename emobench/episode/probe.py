@@ -13,7 +13,7 @@ import orjson
 
 from emobench.episode.roles import RoleCaller, derive_seed
 from emobench.prompts import PromptTemplate
-from emobench.records import Episode, ModelCall, ProbeAnswer
+from emobench.records import ModelCall, ProbeAnswer
 from emobench.registry.models import AXES, THRESHOLDS, TRAITS
 
 POLES = ("high", "low")
@@ -50,18 +50,6 @@ PROBE_FORMAT: dict[str, Any] = {
         },
     },
 }
-
-
-def subject_conversation(episode: Episode, system: str | None = None) -> list[dict[str, str]]:
-    """The subject's conversation as the loop sent it, ending with its last reply.
-
-    system is the subject's system prompt when one was configured. A message the user left
-    with got no reply and the subject never saw it, so it is not part of this.
-    """
-    messages = [{"role": "system", "content": system}] if system is not None else []
-    for turn in episode.turns:
-        messages += [{"role": "user", "content": turn.user.message}, {"role": "assistant", "content": turn.reply}]
-    return messages
 
 
 def probe_messages(template: PromptTemplate, subject_messages: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -1,4 +1,5 @@
-"""One scores.parquet row per episode: EPM-Q and its indices, success, meter and valence."""
+"""One scores.parquet row per episode: EPM-Q and its indices, success, meter, valence,
+emotions, holistic rubric, persona probe and audit count."""
 
 from __future__ import annotations
 
@@ -7,18 +8,29 @@ from typing import Any
 
 import pyarrow as pa
 
-from emobench.records import Episode
+from emobench.judging.holistic import HOLISTIC_DIMENSIONS, mean_scores
+from emobench.records import Episode, EpisodeJudgement
 from emobench.registry import Case
 from emobench.scoring.epmq import epmq
+from emobench.scoring.probe import probe_scores
 from emobench.scoring.schema import SCORES_SCHEMA
+from emobench.trackers.embedding import EmotionTracker, emotion_path
 from emobench.trackers.lexicon import slope, thirds, valence
 
 FAILURES = ("collapse", "stagnation_regression")
 _EPMQ_FIELDS = ("epmq", "outcome", "efficiency", "stability", "rdi", "etot", "snet", "rho", "sproj", "tau", "rpos", "align", "pen")
 
 
-def score_episode(episode: Episode, case: Case, run_id: str) -> dict[str, Any]:
+def score_episode(
+    episode: Episode, case: Case, run_id: str, judgement: EpisodeJudgement | None = None,
+    emotions: EmotionTracker | None = None,
+) -> dict[str, Any]:
+    """The row for one episode; pass the replayed episode when a rescore changed its turns."""
     judged = [t for t in episode.turns if t.judgement.valid and t.judgement.vector is not None and t.epm is not None]
+    holistic = mean_scores(judgement.holistic) if judgement else dict.fromkeys(HOLISTIC_DIMENSIONS)
+    probe = probe_scores(episode.probe, case.persona)
+    messages = [t.user.message for t in episode.turns]
+    path = emotion_path(emotions.classify(messages)) if emotions and messages else None
     row: dict[str, Any] = {
         "run_id": run_id,
         "subject": episode.subject,
@@ -42,25 +54,30 @@ def score_episode(episode: Episode, case: Case, run_id: str) -> dict[str, Any]:
         "energy": judged[-1].epm.energy if judged and judged[-1].epm else None,
         "epm_path": [list(episode.p0)] + [list(t.epm.p) for t in judged if t.epm],
         "final_meter": episode.final_meter,
-        "empathy": None,
-        "humanlikeness": None,
-        "persona_adaptation": None,
-        "coherence": None,
-        "probe_accuracy": None,
+        **holistic,
+        "probe_accuracy": probe["accuracy"],
+        "probe_need_correct": probe["need_correct"],
+        "emotion_first": path[0] if path else None,
+        "emotion_last": path[-1] if path else None,
+        "emotion_path": path,
+        "audit_flags": len(judgement.audit) if judgement else None,
+        "panel": judgement.panel if judgement else None,
         "registry_version": episode.registry_version,
         "config_hash": episode.config_hash,
         "emobench_version": episode.emobench_version,
     }
     if judged:
         vectors = [t.judgement.vector for t in judged if t.judgement.vector is not None]
-        q = epmq(episode.p0, vectors, sum(t.judgement.regression_points for t in judged)).as_dict()
+        regression = sum(t.judgement.regression_points for t in judged)
+        # Rho divides E by every turn; an unjudged turn is not scored, only counted there.
+        q = epmq(episode.p0, vectors, regression, n_turns=len(episode.turns)).as_dict()
         row.update({name: q[name] for name in _EPMQ_FIELDS})
     else:
         # No valid judgement at all: the episode is unscored, never scored as 0.
-        row.update({name: None for name in _EPMQ_FIELDS})
+        row.update(dict.fromkeys(_EPMQ_FIELDS))
     meters = [float(case.persona.meter_start)] + [t.meter for t in episode.turns]
     row["meter_slope"] = slope(meters)
-    row["valence_first"], row["valence_last"] = thirds(valence([t.user.message for t in episode.turns]))
+    row["valence_first"], row["valence_last"] = thirds(valence(messages))
     return row
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCORES_SCHEMA_VERSION = "1"
+SCORES_SCHEMA_VERSION = "2"
 
 _f64 = pa.float64()
 
@@ -57,8 +57,16 @@ SCORES_SCHEMA = pa.schema(
         ("humanlikeness", _f64),
         ("persona_adaptation", _f64),
         ("coherence", _f64),
-        # persona probe accuracy in [0, 1] (null when not run)
+        # persona probe (DESIGN 5.6): accuracy in [0, 1], null when not run or never valid
         ("probe_accuracy", _f64),
+        ("probe_need_correct", pa.bool_()),
+        # embedding emotion tracker over the user turns
+        ("emotion_first", pa.string()),
+        ("emotion_last", pa.string()),
+        ("emotion_path", pa.list_(pa.string())),
+        # simulator audit flags (reported, never part of the subject's score)
+        ("audit_flags", pa.int64()),
+        ("panel", pa.string()),
         # provenance
         ("registry_version", pa.string()),
         ("config_hash", pa.string()),

@@ -1,0 +1,113 @@
+"""Benchmark: the embedding emotion tracker and VADER on 1,000 user-turn-sized messages.
+
+No target is set for the trackers in the issues, so this prints throughput and two ratios:
+batched vs one-message-at-a-time (the runner scores one user turn per call), and the tracker's
+per-turn cost against VADER's.
+
+    HF_HUB_OFFLINE=1 python bench/bench_trackers.py [--texts 1000] [--singles 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import time
+
+OPENERS = [
+    "Honestly, I don't know why I'm even telling you this.",
+    "So today was another one of those days.",
+    "I've been meaning to talk to someone about this for a while.",
+    "Sorry, this is going to sound stupid.",
+    "Okay.",
+    "It's fine, I guess.",
+]
+MIDDLES = [
+    "My manager called me into a meeting and told me my contract might not be renewed.",
+    "I keep lying awake at three in the morning going over every mistake I've made.",
+    "My sister hasn't spoken to me since the argument at mum's birthday.",
+    "I moved here for the job and I still don't really know anyone.",
+    "The bills keep coming and I'm juggling two jobs just to keep up.",
+    "The doctor wants to run more tests and they won't say what they're looking for.",
+    "I snapped at my kids this morning and then cried in the car.",
+    "We finally sorted out the flat and the landlord agreed to fix the heating.",
+    "I went for a walk by the river after work and it actually helped a bit.",
+    "My friend came round last night and we talked for hours.",
+]
+CLOSERS = [
+    "I just feel like nobody gets it.",
+    "What am I supposed to do with that?",
+    "Maybe it'll be better next week.",
+    "Anyway, thanks for listening.",
+    "I'm so tired of feeling like this.",
+    "I don't even know what I want you to say.",
+]
+
+
+def user_turns(n: int, seed: int = 0) -> list[str]:
+    """n messages of one to four sentences (about 10 to 60 words), reproducible from `seed`."""
+    rng = random.Random(seed)
+    turns = []
+    for _ in range(n):
+        parts = rng.sample(MIDDLES, rng.randint(1, 2))
+        if rng.random() < 0.6:
+            parts.insert(0, rng.choice(OPENERS))
+        if rng.random() < 0.6:
+            parts.append(rng.choice(CLOSERS))
+        turns.append(" ".join(parts))
+    return turns
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--texts", type=int, default=1000)
+    ap.add_argument("--singles", type=int, default=100, help="messages timed one call each")
+    args = ap.parse_args()
+    texts = user_turns(args.texts)
+    words = sum(len(text.split()) for text in texts) / len(texts)
+    load_avg = os.getloadavg()[0]
+
+    t0 = time.perf_counter()
+    from emobench.trackers.embedding import EmotionTracker
+    from emobench.trackers.lexicon import valence
+
+    t_import = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tracker = EmotionTracker.load()
+    t_load = time.perf_counter() - t0
+    tracker.classify(texts[:8])  # first-call allocations are not part of the steady state
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    readings = tracker.classify(texts)
+    t_batch, c_batch = time.perf_counter() - t0, time.process_time() - c0
+
+    singles = texts[: args.singles]
+    t0 = time.perf_counter()
+    for text in singles:
+        tracker.classify([text])
+    t_single = (time.perf_counter() - t0) / len(singles)
+
+    valence(texts[:8])  # builds the analyzer (reads the lexicon) outside the timing
+    t0 = time.perf_counter()
+    valence(texts)
+    t_vader = (time.perf_counter() - t0) / len(texts)
+
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    neutral = sum(reading.label == "neutral" for reading in readings)
+    per_batched = t_batch / len(texts)
+    print(f"messages            {len(texts):,}, {words:.0f} words on average; tracker {tracker.version}")
+    print(f"load average        {load_avg:.1f} on {os.cpu_count()} cores at start")
+    print(f"import              {t_import:7.2f} s   (emobench.trackers, transformers deferred)")
+    print(f"model load          {t_load:7.2f} s   (transformers import + weights + 10 prototypes)")
+    print(f"classify, batched   {len(texts) / t_batch:7.1f} texts/s  {1000 * per_batched:6.2f} ms/text  (cpu {c_batch:.1f} s)")
+    print(f"classify, one call  {1 / t_single:7.1f} texts/s  {1000 * t_single:6.2f} ms/text  ({len(singles)} calls)")
+    print(f"VADER valence       {1 / t_vader:7.1f} texts/s  {1000 * t_vader:6.2f} ms/text")
+    print(f"ratio one-call / batched per text: {t_single / per_batched:.2f}")
+    print(f"ratio tracker one-call / VADER per text: {t_single / t_vader:.1f}")
+    print(f"labels              {len(texts) - neutral} emotional, {neutral} neutral")
+    print(f"peak RSS            {rss_mb:7.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

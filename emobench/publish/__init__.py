@@ -1,0 +1,1 @@
+"""Publishing: the leaderboard (parquet + HTML), terminal table, and the CI regression gate."""

@@ -1,0 +1,117 @@
+"""CLI for publishing: `emobench leaderboard build|show` and `emobench gate`.
+
+Thin: parse, call, print. An EmobenchError prints its one line to stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from emobench.errors import EmobenchError
+
+leaderboard_app = typer.Typer(
+    help="Build and show the leaderboard.", no_args_is_help=True, add_completion=False
+)
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    try:
+        yield
+    except EmobenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(exc.exit_code) from None
+    except OSError as exc:  # e.g. an output path that is a file, or a full disk
+        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+
+
+@leaderboard_app.command("build")
+def build(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run directories to merge.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output directory.")] = Path(
+        "leaderboard"
+    ),
+    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    force: Annotated[
+        bool, typer.Option(help="Merge runs whose registry/prompt versions or split differ.")
+    ] = False,
+    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write index.html.")] = True,
+) -> None:
+    """Merge runs into leaderboard.parquet (and index.html)."""
+    from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
+    from emobench.publish.show import render_table
+
+    with _one_line_errors():
+        table = build_leaderboard(run_dirs, n_boot=n_boot, seed=seed, force=force)
+        write_leaderboard(table, out, html=html)
+    console = Console()
+    render_table(table, console)
+    written = "leaderboard.parquet and index.html" if html else "leaderboard.parquet"
+    console.print(f"wrote {written} to {out}")
+
+
+@leaderboard_app.command("show")
+def show(
+    directory: Annotated[
+        Path, typer.Argument(help="Directory holding leaderboard.parquet (or the file).")
+    ] = Path("leaderboard"),
+    family: Annotated[
+        str,
+        typer.Option(help="overall, mechanism_stress, persona_resilience or category."),
+    ] = "overall",
+) -> None:
+    """Print the leaderboard in the terminal."""
+    from emobench.publish.leaderboard import read_leaderboard
+    from emobench.publish.show import render_table
+
+    with _one_line_errors():
+        render_table(read_leaderboard(directory), Console(), slice_family=family)
+
+
+def gate(
+    baseline: Annotated[Path, typer.Option(help="Baseline run directory.")],
+    candidate: Annotated[Path, typer.Option(help="Candidate run directory.")],
+    metric: Annotated[str, typer.Option(help="Score to compare (higher is better).")] = "epmq",
+    tolerance: Annotated[
+        float, typer.Option(min=0.0, help="Largest regression that still passes.")
+    ] = 0.0,
+    detect: Annotated[
+        float | None,
+        typer.Option(help="Size a study for this difference (default: the tolerance)."),
+    ] = None,
+    summary: Annotated[
+        Path | None, typer.Option(help="Write the markdown summary here, e.g. a CI job summary.")
+    ] = None,
+    baseline_subject: Annotated[
+        str | None, typer.Option(help="Subject in the baseline run, if it has several.")
+    ] = None,
+    candidate_subject: Annotated[
+        str | None, typer.Option(help="Subject in the candidate run, if it has several.")
+    ] = None,
+    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+) -> None:
+    """Regression gate: exit 0 pass, 1 significant regression beyond tolerance, 2 bad input."""
+    from emobench.publish.gate import run_gate, summary_markdown
+
+    with _one_line_errors():
+        result = run_gate(
+            baseline, candidate, metric=metric, tolerance=tolerance, detect=detect,
+            baseline_subject=baseline_subject, candidate_subject=candidate_subject,
+            n_boot=n_boot, seed=seed,
+        )
+    text = summary_markdown(result)
+    print(text, end="")
+    if summary is not None:
+        with _one_line_errors():
+            summary.write_text(text, encoding="utf-8")
+    raise typer.Exit(result.exit_code)

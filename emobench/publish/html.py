@@ -1,0 +1,87 @@
+"""Render leaderboard/index.html: one self-contained page (inline SVG, CSS and JS, no network).
+
+Everything on the page comes from the leaderboard table and its schema metadata, so the page
+can be re-rendered from a published leaderboard.parquet alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jinja2
+import pyarrow as pa
+from markupsafe import Markup
+
+from emobench.publish import plots
+from emobench.publish.leaderboard import FAMILIES, FAMILY_TITLES
+from emobench.publish.provenance import read_metadata
+from emobench.publish.show import DISPLAY_COLUMNS, short_version
+
+_env = jinja2.Environment(
+    loader=jinja2.PackageLoader("emobench.publish", "templates"),
+    autoescape=jinja2.select_autoescape(["html", "j2"]),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def _fmt(x: Any, digits: int = 2, scale: float = 1.0) -> str:
+    return "–" if x is None else f"{float(x) * scale:.{digits}f}"
+
+
+_env.filters["fmt"] = _fmt
+_env.filters["short"] = short_version  # headings; the provenance block keeps them whole
+_env.filters["compact_json"] = lambda v: json.dumps(v, sort_keys=True, separators=(", ", ": "))
+
+
+def render_html(table: pa.Table) -> str:
+    meta = read_metadata(table.schema)
+    rows = table.to_pylist()
+    subjects = sorted({r["subject"] for r in rows})
+    overall = [r for r in rows if r["slice_family"] == "overall"]
+    colors = plots.subject_colors(
+        [r["subject"] for r in overall] + [s for s in subjects if s not in
+                                            {r["subject"] for r in overall}]
+    )
+    families: list[dict[str, Any]] = [
+        {
+            "name": fam,
+            "title": FAMILY_TITLES[fam],
+            "rows": [r for r in rows if r["slice_family"] == fam],
+            "columns": [c for c in DISPLAY_COLUMNS if fam == "overall" or c[0] != "bt_rating"],
+        }
+        for fam in FAMILIES
+    ]
+    radars = [
+        Markup(plots.radar(f["rows"], f["name"], colors))
+        for f in families
+        if f["name"] != "overall" and f["rows"]
+    ]
+    examples = meta.get("examples", {})
+    role_rows = {run_id: _role_rows(roles) for run_id, roles in meta.get("roles", {}).items()}
+    return _env.get_template("index.html.j2").render(
+        meta=meta,
+        families=families,
+        n_subjects=len(subjects),
+        ci_plot=Markup(plots.ci_bars(overall, colors)) if overall else None,
+        radars=radars,
+        trajectory_plot=Markup(plots.trajectories(examples, colors)) if examples else None,
+        reliability=meta.get("reliability", {}),
+        role_rows=role_rows,
+        colors=colors,
+    )
+
+
+def _role_rows(roles: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per bound role; plain values (director "rule", the panel's name) as labels."""
+    rows = []
+    for role, spec in sorted(roles.items()):
+        for item in spec if isinstance(spec, list) else [spec]:
+            if isinstance(item, dict):
+                rows.append({"role": role, "label": item.get("label", ""),
+                             "model": item.get("model", ""), "sampling": item.get("sampling")})
+            else:
+                rows.append({"role": role, "label": str(item), "model": "", "sampling": None})
+    return rows
