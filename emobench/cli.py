@@ -82,6 +82,16 @@ def _merge_roles(base: dict[str, Any], override: dict[str, Any]) -> dict[str, An
     return merged
 
 
+def _response_cache(enabled: bool, folder: Path | None) -> Any:
+    from emobench.endpoints.cache import ResponseCache
+    from emobench.endpoints.embedded import cache_root
+
+    if not enabled:
+        return None
+    default = Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite")
+    return ResponseCache(folder / "responses.sqlite" if folder else default)
+
+
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
@@ -116,8 +126,6 @@ def run(
 
     def go() -> None:
         from emobench.config import load_config_data, resolve_panel, validate_config
-        from emobench.endpoints.cache import ResponseCache
-        from emobench.endpoints.embedded import cache_root
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
         from emobench.registry import load_registry
@@ -135,8 +143,7 @@ def run(
         log = err()
         log.print(f"emobench run → {run_dir}  (config {cfg.config_hash()}, split {cfg.split}, "
                   f"{len(cfg.subjects)} subject(s), seeds {cfg.seeds})", soft_wrap=True)
-        default_cache = Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite")
-        responses = ResponseCache(cache_dir / "responses.sqlite" if cache_dir else default_cache) if cache else None
+        responses = _response_cache(cache, cache_dir)
         result = asyncio.run(run_benchmark(
             cfg, run_dir, resume=resume is not None, force=force, console=log, show_progress=progress,
             cache=responses, shard=_parse_shard(shard),
@@ -176,6 +183,37 @@ def merge(
         write_leaderboard(table, rd.path, html=False)
         render_table(table, Console())
         err().print(f"merged {counts['sources']} run(s): {counts['episodes']} episodes, {counts['duplicates']} duplicate(s) dropped → {out}")
+
+    guarded(go)
+
+
+@app.command()
+def judge(
+    run_dir: Annotated[Path, typer.Argument(help="A finished run directory.")],
+    panel: Annotated[Path, typer.Option(help="Panel definition, e.g. judges/panels/embedded-pair.yaml.")],
+    cache: Annotated[bool, typer.Option(help="Answer repeated model calls from the on-disk response cache.")] = True,
+    cache_dir: Annotated[Path | None, typer.Option(help="Response cache folder.")] = None,
+    force: Annotated[bool, typer.Option(help="Rescore even when the case cards changed since the run.")] = False,
+) -> None:
+    """Rescore a run with another judge panel; no conversation is regenerated."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    def go() -> None:
+        from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
+        from emobench.publish.show import render_table
+        from emobench.registry import load_registry
+        from emobench.report import finalize_run
+        from emobench.rescore import rescore
+        from emobench.rundir import RunDir
+        from emobench.runner import ROOT
+
+        log = err()
+        out, faults = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force, console=log))
+        finalize_run(out, load_registry(ROOT), faults, source=RunDir(run_dir))
+        table = build_leaderboard([out.path], force=force)
+        write_leaderboard(table, out.path, html=False)
+        render_table(table, Console())
+        log.print(f"new judgements and scores in {out.path}")
 
     guarded(go)
 

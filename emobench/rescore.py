@@ -1,0 +1,75 @@
+"""Rescore a finished run with another judge panel, regenerating no conversation.
+
+New judgements, scores and a leaderboard go to RUN_DIR/panels/<panel name>/, beside the
+run's own; the per-turn MDEP verdicts are replayed over the fixed transcripts and the EPM
+trajectory is recomputed from them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import AsyncExitStack
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+from rich.console import Console
+
+from emobench.config import PanelConfig, load_config_data, validate_config
+from emobench.endpoints.cache import ResponseCache
+from emobench.endpoints.pool import EndpointPool
+from emobench.errors import InputError
+from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
+from emobench.registry import load_registry
+from emobench.rundir import RunDir
+from emobench.runner import ROOT, _caller
+
+
+def load_panel(path: Path) -> PanelConfig:
+    try:
+        return PanelConfig.model_validate(load_config_data(path))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise InputError(path, ".".join(str(p) for p in err["loc"]), err["msg"]) from None
+
+
+async def rescore(
+    run_dir: Path, panel_path: Path, *, root: Path = ROOT, cache: ResponseCache | None = None,
+    force: bool = False, console: Console | None = None,
+) -> tuple[RunDir, dict[str, int]]:
+    console = console or Console(stderr=True)
+    source = RunDir(run_dir)
+    manifest = source.read_manifest()
+    config = validate_config(manifest["config"], source.manifest, root)
+    panel_config = load_panel(panel_path)
+    registry = load_registry(root)
+    if registry.version(config.split) != manifest["registry_version"] and not force:
+        raise InputError(source.manifest, "registry_version", "the case cards changed since this run; pass --force to rescore anyway")
+    out = RunDir(source.path / "panels" / panel_config.name)
+    out.create()
+    out.repair()
+    episodes = source.read_episodes()
+    async with AsyncExitStack() as stack:
+        pool = EndpointPool(stack, out.logs, cache)
+        judges = []
+        for role in panel_config.judges:
+            client, info = await pool.resolve(role)
+            judges.append(_caller("judge", client, info))
+        panel = bind_panel(panel_config, tuple(judges), root)
+        out.write_json(out.manifest, {
+            **manifest,
+            "run_id": f"{manifest['run_id']}+{panel_config.name}",
+            "config": {**manifest["config"], "panel": panel_config.model_dump(mode="json")},
+            "prompt_versions": {**manifest["prompt_versions"], "judge": panel.mdep.version, **{f"rubric_{k}": v for k, v in panel.versions.items()}},
+            "roles": {**manifest["roles"], "judges": [j.info.model_dump() for j in judges], "panel": panel_config.name},
+            "panel": panel_config.model_dump(mode="json"),
+            "rescored_from": str(source.path),
+            "rescored_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        })
+        console.print(f"rescoring {len(episodes)} episode(s) of {source.path} with panel {panel_config.name!r}")
+        await judge_episodes(out, episodes, registry, panel, config.limits(), config.concurrency, replay=True)
+        await judge_pairwise(out, episodes, registry, panel, config.limits(), config.concurrency)
+        faults: Counter[str] = Counter()
+        for client in pool.clients():
+            faults.update(client.stats.faults)
+    return out, dict(faults)
