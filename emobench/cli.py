@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from emobench.errors import EmobenchError, InputError
+from emobench.judging import calibrate_cli
 from emobench.publish import cli as publish_cli
 from emobench.registry import cli as registry_cli
 
@@ -21,6 +22,7 @@ app = typer.Typer(help="emobench: a dynamic emotional-intelligence benchmark for
 app.add_typer(registry_cli.app, name="scenarios")
 app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
 app.command("gate")(publish_cli.gate)
+app.command("calibrate")(calibrate_cli.calibrate)
 
 
 def err() -> Console:
@@ -223,4 +225,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

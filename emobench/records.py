@@ -169,9 +169,9 @@ class PairwiseVerdict(Record):
     seed: int
     judge: str
     dimension: str
-    subject_a: str  # shown first
+    subject_a: str  # the two subjects sorted by label, the same in both orders
     subject_b: str
-    order: Literal["ab", "ba"]  # "ab": subject_a is the lexically first subject
+    order: Literal["ab", "ba"]  # "ab": subject_a was shown first; "ba": subject_b was
     winner: str | None  # a subject label; None when the verdict stayed invalid
     error: str | None = None
 

@@ -6,6 +6,7 @@ Slow (a server start is ~60-90 s on 2 CPU cores), so each module shares one serv
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,3 +96,42 @@ def test_emobench_run_launches_and_stops_its_own_vllm_server(tmp_path: Path) -> 
     assert "Application startup complete" in log
     assert len(rd.read_episodes()) == 1 and rd.leaderboard.exists()
     assert "vllm:embedded" in result.output
+
+
+def test_director_two_judge_panel_and_rescore_on_real_vllm(vllm_url: str, tmp_path: Path) -> None:
+    binding = f"openai:{SERVED_NAME}@{vllm_url}"
+    judges = [
+        {"binding": binding, "label": "judge-greedy", "sampling": {"temperature": 0.0, "max_tokens": 320}},
+        {"binding": binding, "label": "judge-sampled", "sampling": {"temperature": 0.8, "max_tokens": 320}},
+    ]
+    data = _config(vllm_url)
+    data.pop("judges")
+    data.update(
+        subjects=[
+            {"binding": binding, "label": "smol-warm", "sampling": {"temperature": 0.7, "max_tokens": 48}},
+            {"binding": binding, "label": "smol-cool", "sampling": {"temperature": 0.2, "max_tokens": 48}},
+        ],
+        panel={"name": "pair", "judges": judges},
+        director={"binding": binding, "label": "director", "sampling": {"temperature": 0.3, "max_tokens": 128}},
+    )
+    config = validate_config(data, "test")
+    result = asyncio.run(run_benchmark(config, tmp_path / "run", show_progress=False))
+    rd = RunDir(result.run_dir)
+    episodes = finalize_run(rd, load_registry(ROOT))
+    assert len(episodes) == 2
+    for episode in episodes:
+        roles = {c.role for c in episode.calls}
+        assert {"subject", "judge", "director"} <= roles
+        assert all(len(t.judgement.verdicts) == 2 for t in episode.turns)
+        assert all(t.director is not None for t in episode.turns)
+    report = rd.read_report()
+    assert report["reliability"]["n_judges"] == 2 and "mdep.A.progress" in report["reliability"]["alpha"]
+    assert rd.pairwise_log.exists()
+
+    panel = tmp_path / "rescore.yaml"
+    panel.write_text(json.dumps({"name": "greedy-only", "judges": judges[:1]}))
+    rescored = CliRunner().invoke(app, ["judge", str(rd.path), "--panel", str(panel), "--no-cache"], env={"COLUMNS": "200"})
+    assert rescored.exit_code == 0, rescored.output
+    out = rd.path / "panels" / "greedy-only"
+    assert len(pd.read_parquet(out / "scores.parquet")) == 2
+    assert len(rd.read_episodes()) == 2  # no conversation was regenerated

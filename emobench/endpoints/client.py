@@ -43,7 +43,9 @@ class EndpointStats:
 class ChatEndpoint(Protocol):
     name: str
     model: str
-    stats: EndpointStats
+
+    @property
+    def stats(self) -> EndpointStats: ...
 
     async def complete(
         self, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: dict[str, Any] | None = None
@@ -128,11 +130,11 @@ class OpenAICompatClient:
         except aiohttp.ClientConnectionError as exc:
             raise TransientError("connection", str(exc)) from exc
         try:
-            data = orjson.loads(body)
+            data: dict[str, Any] = orjson.loads(body)
             data["choices"][0]["message"]
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
             raise TransientError("malformed", f"unparseable response body ({len(body)} bytes)") from exc
-        return data  # type: ignore[no-any-return]
+        return data
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

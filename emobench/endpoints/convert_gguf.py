@@ -18,7 +18,7 @@ def convert(gguf: Path, out: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     # vLLM serves it in bfloat16 anyway; saving in it halves the folder and the load.
-    model = model.to(torch.bfloat16)
+    model = model.to(torch.bfloat16)  # type: ignore[arg-type]  # the stubs type .to() as taking a model
     # The weights are de-quantised on load; drop the GGUF quantizer so they save as plain safetensors.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

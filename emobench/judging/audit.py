@@ -66,7 +66,7 @@ class AuditPatterns:
 
 @lru_cache(maxsize=1)
 def load_patterns() -> AuditPatterns:
-    path = PATTERNS_PATH
+    path = PATTERNS_PATH  # read at call time, so a test can point it at another file
     try:
         source = path.read_text(encoding="utf-8")
         data = yaml.safe_load(source)

@@ -19,7 +19,7 @@ from emobench.judging.holistic import judge_holistic
 from emobench.judging.mdep import judge_turn
 from emobench.judging.pairwise import judge_pairs, plan_pairs
 from emobench.prompts import PromptTemplate, load_template
-from emobench.records import Episode, EpisodeJudgement, ModelCall, PairwiseVerdict, TurnJudgement
+from emobench.records import Episode, EpisodeJudgement, HolisticVerdict, ModelCall, PairwiseVerdict, TurnJudgement
 from emobench.registry import Case, Registry
 from emobench.rundir import RunDir, append_line, read_records
 
@@ -68,7 +68,7 @@ async def _judge_one(panel: Panel, case: Case, episode: Episode, limits: Limits,
     if replay:
         mdep, replay_calls = await replay_mdep(panel, case, episode, limits.judge_retries)
         calls += replay_calls
-    holistic = []
+    holistic: list[HolisticVerdict] = []
     if panel.config.holistic:
         holistic, holistic_calls = await judge_holistic(panel.judges, panel.holistic, case, episode, episode.seed, limits.judge_retries)
         calls += holistic_calls
