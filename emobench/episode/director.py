@@ -13,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Final, get_args
 
-import orjson
-
-from emobench.episode.roles import Limits, RoleCaller, derive_seed
+from emobench.episode.roles import Limits, RoleCaller, derive_seed, load_json_object
 from emobench.prompts import PromptTemplate
 from emobench.records import DirectorAction, ModelCall
 from emobench.registry import Case
@@ -177,14 +175,7 @@ def parse_director(text: str, finish_reason: str | None, case: Case, state: Dire
     Stages are ordered, so the action has one meaning, and a miscounted index is not worth a
     retry. It is still invalid once every stage is out. Targets of other actions are dropped.
     """
-    if finish_reason == "length":
-        raise ValueError("truncated: the response hit max_tokens")
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
+    data = load_json_object(text, finish_reason)
     kind = data.get("action")
     if kind not in ACTIONS:
         raise ValueError(f"action: {kind!r} is not one of {', '.join(ACTIONS)}")
@@ -231,14 +222,10 @@ async def llm_director(
     recorded with its error.
     """
     messages = director_messages(template, case, state, transcript)
-    calls: list[ModelCall] = []
-    for attempt in range(retries + 1):
-        call = await director.ask(messages, derive_seed(seed, "director", state.turn, attempt), template, DIRECTOR_FORMAT)
-        try:
-            action = parse_director(call.text, call.finish_reason, case, state)
-        except ValueError as exc:
-            calls.append(call.model_copy(update={"error": str(exc)}))
-            continue
-        calls.append(call)
-        return action, calls
-    return _fallback(case, state, reveal_every), calls
+    action, calls, _ = await director.ask_valid(
+        messages, lambda attempt: derive_seed(seed, "director", state.turn, attempt), template, DIRECTOR_FORMAT,
+        lambda call: parse_director(call.text, call.finish_reason, case, state), retries,
+    )
+    if action is None:
+        return _fallback(case, state, reveal_every), calls
+    return action, calls

@@ -43,17 +43,11 @@ async def _simulate(
     meter: float, guidance: str, seed: int, turn: int, retries: int,
 ) -> tuple[UserMove | None, list[ModelCall]]:
     messages = simulator_messages(prompts.simulator, case, history, meter, guidance)
-    calls: list[ModelCall] = []
-    for attempt in range(retries + 1):
-        call = await roles.user.ask(messages, derive_seed(seed, "user", turn, attempt), prompts.simulator, USER_MOVE_FORMAT)
-        try:
-            move = parse_user_move(call.text)
-        except ValueError as exc:
-            calls.append(call.model_copy(update={"error": str(exc)}))
-            continue
-        calls.append(call)
-        return move, calls
-    return None, calls
+    move, calls, _ = await roles.user.ask_valid(
+        messages, lambda attempt: derive_seed(seed, "user", turn, attempt), prompts.simulator, USER_MOVE_FORMAT,
+        lambda call: parse_user_move(call.text), retries,
+    )
+    return move, calls
 
 
 async def _direct(

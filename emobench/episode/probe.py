@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
-from emobench.episode.roles import RoleCaller, derive_seed
+from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
 from emobench.prompts import PromptTemplate
 from emobench.records import ModelCall, ProbeAnswer
 from emobench.registry.models import AXES, THRESHOLDS, TRAITS
@@ -62,14 +60,7 @@ def probe_messages(template: PromptTemplate, subject_messages: list[dict[str, st
 
 def parse_probe(text: str, finish_reason: str | None = None) -> ProbeAnswer:
     """Parse the subject's answer or raise ValueError naming what is wrong."""
-    if finish_reason == "length":
-        raise ValueError("truncated: the response hit max_tokens")
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
+    data = load_json_object(text, finish_reason)
     need = data.get("dominant_need")
     if need not in AXES:
         raise ValueError(f"dominant_need: {need!r} is not one of C, A, P")
@@ -102,14 +93,8 @@ async def run_probe(
 ) -> tuple[ProbeAnswer | None, list[ModelCall]]:
     """Ask the subject; retry an invalid answer with a new seed. None when no attempt was valid."""
     messages = probe_messages(template, subject_messages)
-    calls: list[ModelCall] = []
-    for attempt in range(retries + 1):
-        call = await subject.ask(messages, derive_seed(seed, "probe", subject.info.label, attempt), template, PROBE_FORMAT)
-        try:
-            answer = parse_probe(call.text, call.finish_reason)
-        except ValueError as exc:
-            calls.append(call.model_copy(update={"error": str(exc)}))
-            continue
-        calls.append(call)
-        return answer, calls
-    return None, calls
+    answer, calls, _ = await subject.ask_valid(
+        messages, lambda attempt: derive_seed(seed, "probe", subject.info.label, attempt), template, PROBE_FORMAT,
+        lambda call: parse_probe(call.text, call.finish_reason), retries,
+    )
+    return answer, calls

@@ -9,13 +9,31 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+import orjson
 
 from emobench.prompts import PromptTemplate
 from emobench.records import ModelCall, RoleInfo
 
 # (messages, seed, response_format) -> completion; the runner binds endpoint, sampling, cache.
 CallFn = Callable[[list[dict[str, str]], int, "dict[str, Any] | None"], Awaitable[Any]]
+
+T = TypeVar("T")
+
+
+def load_json_object(text: str, finish_reason: str | None) -> dict[str, Any]:
+    """The reply as a JSON object, or ValueError naming the fault: the first step of every parser."""
+    # A reply cut at max_tokens may still parse (a closed prefix); it is not what the model meant.
+    if finish_reason == "length":
+        raise ValueError("truncated: the response hit max_tokens")
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,36 @@ class RoleCaller:
             finish_reason=done.finish_reason,
             text=done.text,
         )
+
+    async def ask_valid(
+        self,
+        messages: list[dict[str, str]],
+        seed_for: Callable[[int], int],
+        template: PromptTemplate | None,
+        response_format: dict[str, Any] | None,
+        parse: Callable[[ModelCall], T],
+        retries: int,
+    ) -> tuple[T | None, list[ModelCall], str]:
+        """Ask until parse accepts a reply, at most retries + 1 times; parse raises ValueError to reject.
+
+        Returns the parsed value (None when no attempt was valid), every call made with the
+        rejected ones carrying their error, and the last rejection's error, which is what to
+        record when the value is None ("no attempt" when retries < 0 made no call).
+        Attempt n is sent with seed_for(n), so a retry is a new request, not a cache hit.
+        """
+        calls: list[ModelCall] = []
+        error = "no attempt"
+        for attempt in range(retries + 1):
+            call = await self.ask(messages, seed_for(attempt), template, response_format)
+            try:
+                value = parse(call)
+            except ValueError as exc:
+                error = str(exc)
+                calls.append(call.model_copy(update={"error": error}))
+                continue
+            calls.append(call)
+            return value, calls, error
+        return None, calls, error
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
+from emobench.episode.roles import load_json_object
 from emobench.prompts import PromptTemplate
 from emobench.records import UserMove
 from emobench.registry import Case
@@ -49,12 +48,8 @@ def simulator_messages(
 
 def parse_user_move(text: str) -> UserMove:
     """Validate the simulator's JSON; the meter delta is clamped to [-10, 10] as DESIGN says."""
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
+    # No finish_reason: a simulator reply cut at max_tokens that still parses is accepted, as it always was.
+    data = load_json_object(text, None)
     message = data.get("message")
     if not isinstance(message, str) or not message.strip():
         raise ValueError("message: missing or empty")

@@ -11,9 +11,7 @@ import asyncio
 import statistics
 from typing import Any
 
-import orjson
-
-from emobench.episode.roles import RoleCaller, derive_seed
+from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
 from emobench.prompts import PromptTemplate
 from emobench.records import DimScore, Episode, HolisticVerdict, ModelCall
 from emobench.registry import Case
@@ -65,14 +63,7 @@ def holistic_messages(template: PromptTemplate, case: Case, episode: Episode) ->
 
 def parse_holistic(text: str, finish_reason: str | None = None) -> dict[str, DimScore]:
     """Parse one judge's rubric or raise ValueError naming what is wrong."""
-    if finish_reason == "length":
-        raise ValueError("truncated: the response hit max_tokens")
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
+    data = load_json_object(text, finish_reason)
     scores: dict[str, DimScore] = {}
     for dim in HOLISTIC_DIMENSIONS:
         item = data.get(dim)
@@ -94,19 +85,13 @@ def parse_holistic(text: str, finish_reason: str | None = None) -> dict[str, Dim
 async def _one_judge(
     judge: RoleCaller, messages: list[dict[str, str]], template: PromptTemplate, seed: int, retries: int
 ) -> tuple[HolisticVerdict, list[ModelCall]]:
-    calls: list[ModelCall] = []
-    error = "no attempt"
-    for attempt in range(retries + 1):
-        call = await judge.ask(messages, derive_seed(seed, "holistic", judge.info.label, attempt), template, HOLISTIC_FORMAT)
-        try:
-            scores = parse_holistic(call.text, call.finish_reason)
-        except ValueError as exc:
-            error = str(exc)
-            calls.append(call.model_copy(update={"error": error}))
-            continue
-        calls.append(call)
-        return HolisticVerdict(judge=judge.info.label, valid=True, scores=scores), calls
-    return HolisticVerdict(judge=judge.info.label, valid=False, error=error), calls
+    scores, calls, error = await judge.ask_valid(
+        messages, lambda attempt: derive_seed(seed, "holistic", judge.info.label, attempt), template, HOLISTIC_FORMAT,
+        lambda call: parse_holistic(call.text, call.finish_reason), retries,
+    )
+    if scores is None:
+        return HolisticVerdict(judge=judge.info.label, valid=False, error=error), calls
+    return HolisticVerdict(judge=judge.info.label, valid=True, scores=scores), calls
 
 
 async def judge_holistic(

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
-from emobench.episode.roles import RoleCaller, derive_seed
+from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
 from emobench.prompts import PromptTemplate
 from emobench.records import ModelCall
 from emobench.registry import Case, IEDRLevels
@@ -46,14 +45,7 @@ def iedr_messages(template: PromptTemplate, case: Case) -> list[dict[str, str]]:
 
 def parse_iedr(text: str, finish_reason: str | None = None) -> IEDRLevels:
     """Parse the judge's nine levels or raise ValueError naming what is wrong."""
-    if finish_reason == "length":
-        raise ValueError("truncated: the response hit max_tokens")
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
+    data = load_json_object(text, finish_reason)
     levels: dict[str, int] = {}
     for item in ITEMS:
         value = data.get(item)
@@ -71,17 +63,11 @@ async def rate_case(
 ) -> tuple[IEDRLevels | None, list[ModelCall]]:
     """One judge's levels for one case; None when every attempt was invalid."""
     messages = iedr_messages(template, case)
-    calls: list[ModelCall] = []
-    for attempt in range(retries + 1):
-        call = await judge.ask(messages, derive_seed(seed, "iedr", case.id, judge.info.label, attempt), template, IEDR_FORMAT)
-        try:
-            levels = parse_iedr(call.text, call.finish_reason)
-        except ValueError as exc:
-            calls.append(call.model_copy(update={"error": str(exc)}))
-            continue
-        calls.append(call)
-        return levels, calls
-    return None, calls
+    levels, calls, _ = await judge.ask_valid(
+        messages, lambda attempt: derive_seed(seed, "iedr", case.id, judge.info.label, attempt), template, IEDR_FORMAT,
+        lambda call: parse_iedr(call.text, call.finish_reason), retries,
+    )
+    return levels, calls
 
 
 def compare(case: Case, rated: IEDRLevels) -> dict[str, Any]:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import orjson
-
-from emobench.episode.roles import RoleCaller, derive_seed
+from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
 from emobench.prompts import PromptTemplate
 from emobench.records import AxisLevel, JudgeVerdict, ModelCall, TurnJudgement
 from emobench.registry import Case
@@ -54,14 +52,7 @@ def judge_messages(template: PromptTemplate, case: Case, transcript: list[dict[s
 
 def parse_mdep(text: str, finish_reason: str | None = None) -> dict[str, AxisLevel]:
     """Parse one judge's verdict or raise ValueError naming what is wrong."""
-    if finish_reason == "length":
-        raise ValueError("truncated: the response hit max_tokens")
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
+    data = load_json_object(text, finish_reason)
     axes: dict[str, AxisLevel] = {}
     for axis in AXES:
         item = data.get(axis)
@@ -89,19 +80,13 @@ def parse_mdep(text: str, finish_reason: str | None = None) -> dict[str, AxisLev
 async def _one_judge(
     judge: RoleCaller, messages: list[dict[str, str]], template: PromptTemplate, seed: int, turn: int, retries: int
 ) -> tuple[JudgeVerdict, list[ModelCall]]:
-    calls: list[ModelCall] = []
-    error = "no attempt"
-    for attempt in range(retries + 1):
-        call = await judge.ask(messages, derive_seed(seed, "judge", judge.info.label, turn, attempt), template, MDEP_FORMAT)
-        try:
-            axes = parse_mdep(call.text, call.finish_reason)
-        except ValueError as exc:
-            error = str(exc)
-            calls.append(call.model_copy(update={"error": error}))
-            continue
-        calls.append(call)
-        return JudgeVerdict(judge=judge.info.label, valid=True, axes=axes), calls  # type: ignore[arg-type]
-    return JudgeVerdict(judge=judge.info.label, valid=False, error=error), calls
+    axes, calls, error = await judge.ask_valid(
+        messages, lambda attempt: derive_seed(seed, "judge", judge.info.label, turn, attempt), template, MDEP_FORMAT,
+        lambda call: parse_mdep(call.text, call.finish_reason), retries,
+    )
+    if axes is None:
+        return JudgeVerdict(judge=judge.info.label, valid=False, error=error), calls
+    return JudgeVerdict(judge=judge.info.label, valid=True, axes=axes), calls  # type: ignore[arg-type]
 
 
 def aggregate(verdicts: list[JudgeVerdict]) -> TurnJudgement:

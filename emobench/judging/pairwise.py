@@ -16,11 +16,10 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, cast
 
-import orjson
 import pandas as pd
 import pyarrow as pa
 
-from emobench.episode.roles import RoleCaller, derive_seed
+from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
 from emobench.prompts import PromptTemplate
 from emobench.records import Episode, ModelCall, PairwiseVerdict
 from emobench.registry import Case
@@ -98,14 +97,7 @@ def pairwise_messages(template: PromptTemplate, case: Case, first: Episode, seco
 
 def parse_pairwise(text: str, finish_reason: str | None = None) -> dict[str, Shown]:
     """The shown position ("1" or "2") that won each dimension, or ValueError naming the fault."""
-    if finish_reason == "length":
-        raise ValueError("truncated: the response hit max_tokens")
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
+    data = load_json_object(text, finish_reason)
     winners: dict[str, Shown] = {}
     for dim in DIMENSIONS:
         item = data.get(dim)
@@ -132,20 +124,13 @@ async def _one_order(
             subject_a=ep_a.subject, subject_b=ep_b.subject, order=order, winner=winner, error=error,
         )
 
-    calls: list[ModelCall] = []
-    error = "no attempt"
-    for attempt in range(retries + 1):
-        request_seed = derive_seed(seed, "pairwise", label, ep_a.subject, ep_b.subject, order, attempt)
-        call = await judge.ask(messages, request_seed, template, PAIRWISE_FORMAT)
-        try:
-            winners = parse_pairwise(call.text, call.finish_reason)
-        except ValueError as exc:
-            error = str(exc)
-            calls.append(call.model_copy(update={"error": error}))
-            continue
-        calls.append(call)
-        return [verdict(dim, shown[winners[dim]]) for dim in DIMENSIONS], calls
-    return [verdict(dim, None, error) for dim in DIMENSIONS], calls
+    winners, calls, error = await judge.ask_valid(
+        messages, lambda attempt: derive_seed(seed, "pairwise", label, ep_a.subject, ep_b.subject, order, attempt),
+        template, PAIRWISE_FORMAT, lambda call: parse_pairwise(call.text, call.finish_reason), retries,
+    )
+    if winners is None:
+        return [verdict(dim, None, error) for dim in DIMENSIONS], calls
+    return [verdict(dim, shown[winners[dim]]) for dim in DIMENSIONS], calls
 
 
 async def compare_pair(
