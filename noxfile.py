@@ -15,14 +15,21 @@ BIN = f"{VENV}/bin"
 
 def _env(session: nox.Session) -> None:
     session.run("bash", "scripts/setup-env.sh", VENV, external=True)
-    session.env.update({"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": f"{os.path.abspath(BIN)}:{os.environ['PATH']}"})
+    session.env.update(
+        {"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": f"{os.path.abspath(BIN)}:{os.environ['PATH']}"}
+    )
 
 
 def _chromium(session: nox.Session) -> None:
     """The HTML page is checked in real headless Chromium (Debian's package)."""
     if shutil.which("chromium") or not shutil.which("apt-get") or os.geteuid() != 0:
         return
-    session.run("bash", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null", external=True)
+    session.run(
+        "bash",
+        "-c",
+        "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null",
+        external=True,
+    )
 
 
 @nox.session(venv_backend="none")

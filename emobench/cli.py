@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -18,7 +17,9 @@ from emobench.judging import calibrate_cli
 from emobench.publish import cli as publish_cli
 from emobench.registry import cli as registry_cli
 
-app = typer.Typer(help="emobench: a dynamic emotional-intelligence benchmark for chat models.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="emobench: a dynamic emotional-intelligence benchmark for chat models.", no_args_is_help=True, add_completion=False
+)
 app.add_typer(registry_cli.app, name="scenarios")
 app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
 app.command("gate")(publish_cli.gate)
@@ -28,6 +29,7 @@ app.command("calibrate")(calibrate_cli.calibrate)
 def err() -> Console:
     # Built per use so output follows the current sys.stdout/stderr (CliRunner swaps them).
     return Console(stderr=True)
+
 
 T = TypeVar("T")
 
@@ -45,8 +47,14 @@ def guarded(fn: Callable[[], T]) -> T:
 
 
 def _overrides(
-    subject: list[str] | None, user: str | None, judge: list[str] | None, split: str | None, seeds: str | None,
-    max_turns: int | None, min_turns: int | None, limit: int | None,
+    subject: list[str] | None,
+    user: str | None,
+    judge: list[str] | None,
+    split: str | None,
+    seeds: str | None,
+    max_turns: int | None,
+    min_turns: int | None,
+    limit: int | None,
 ) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if subject:
@@ -75,10 +83,12 @@ def _merge_roles(base: dict[str, Any], override: dict[str, Any]) -> dict[str, An
         # The panel's judges are replaced; its other settings (rubrics, holistic, pairwise) stay.
         old, new = base["panel"]["judges"], merged.pop("judges")
         if len(old) == len(new):
-            new = [{**b, "binding": o["binding"], "label": o["label"]} for b, o in zip(old, new)]
+            new = [{**b, "binding": o["binding"], "label": o["label"]} for b, o in zip(old, new, strict=True)]
         merged["panel"] = {**base["panel"], "judges": new}
     if "subjects" in override and "subjects" in base and len(base["subjects"]) == len(override["subjects"]):
-        merged["subjects"] = [{**b, "binding": o["binding"], "label": None} for b, o in zip(base["subjects"], override["subjects"])]
+        merged["subjects"] = [
+            {**b, "binding": o["binding"], "label": None} for b, o in zip(base["subjects"], override["subjects"], strict=True)
+        ]
     if "user" in override and "user" in base:
         merged["user"] = {**base["user"], "binding": override["user"]["binding"], "label": None}
     return merged
@@ -141,15 +151,26 @@ def run(
         base = resolve_panel(base, source, ROOT)
         data = _merge_roles(base, _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit))
         cfg = validate_config(data, source)
-        run_dir = resume or out_dir / (run_id or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
+        run_dir = resume or out_dir / (run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
         log = err()
-        log.print(f"emobench run → {run_dir}  (config {cfg.config_hash()}, split {cfg.split}, "
-                  f"{len(cfg.subjects)} subject(s), seeds {cfg.seeds})", soft_wrap=True)
+        log.print(
+            f"emobench run → {run_dir}  (config {cfg.config_hash()}, split {cfg.split}, "
+            f"{len(cfg.subjects)} subject(s), seeds {cfg.seeds})",
+            soft_wrap=True,
+        )
         responses = _response_cache(cache, cache_dir)
-        result = asyncio.run(run_benchmark(
-            cfg, run_dir, resume=resume is not None, force=force, console=log, show_progress=progress,
-            cache=responses, shard=_parse_shard(shard),
-        ))
+        result = asyncio.run(
+            run_benchmark(
+                cfg,
+                run_dir,
+                resume=resume is not None,
+                force=force,
+                console=log,
+                show_progress=progress,
+                cache=responses,
+                shard=_parse_shard(shard),
+            )
+        )
         rd = RunDir(result.run_dir)
         finalize_run(rd, load_registry(ROOT), result.faults)
         table = build_leaderboard([rd.path])
@@ -184,7 +205,10 @@ def merge(
         table = build_leaderboard([rd.path], force=force)
         write_leaderboard(table, rd.path, html=False)
         render_table(table, Console())
-        err().print(f"merged {counts['sources']} run(s): {counts['episodes']} episodes, {counts['duplicates']} duplicate(s) dropped → {out}")
+        err().print(
+            f"merged {counts['sources']} run(s): {counts['episodes']} episodes, "
+            f"{counts['duplicates']} duplicate(s) dropped → {out}"
+        )
 
     guarded(go)
 

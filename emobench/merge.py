@@ -20,7 +20,7 @@ def merge_runs(sources: list[Path], out: Path, *, force: bool = False) -> dict[s
     dirs = [RunDir(path) for path in sources]
     manifests = [rd.read_manifest() for rd in dirs]
     first = manifests[0]
-    for rd, info in zip(dirs[1:], manifests[1:]):
+    for rd, info in zip(dirs[1:], manifests[1:], strict=True):
         for field in ("config_hash", "registry_version", "prompt_versions"):
             if info.get(field) != first.get(field) and not force:
                 raise InputError(rd.manifest, field, f"differs from {dirs[0].manifest}; pass --force to merge anyway")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from contextlib import AsyncExitStack
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -34,8 +34,13 @@ def load_panel(path: Path) -> PanelConfig:
 
 
 async def rescore(
-    run_dir: Path, panel_path: Path, *, root: Path = ROOT, cache: ResponseCache | None = None,
-    force: bool = False, console: Console | None = None,
+    run_dir: Path,
+    panel_path: Path,
+    *,
+    root: Path = ROOT,
+    cache: ResponseCache | None = None,
+    force: bool = False,
+    console: Console | None = None,
 ) -> tuple[RunDir, dict[str, int]]:
     console = console or Console(stderr=True)
     source = RunDir(run_dir)
@@ -44,7 +49,9 @@ async def rescore(
     panel_config = load_panel(panel_path)
     registry = load_registry(root)
     if registry.version(config.split) != manifest["registry_version"] and not force:
-        raise InputError(source.manifest, "registry_version", "the case cards changed since this run; pass --force to rescore anyway")
+        raise InputError(
+            source.manifest, "registry_version", "the case cards changed since this run; pass --force to rescore anyway"
+        )
     out = RunDir(source.path / "panels" / panel_config.name)
     out.create()
     out.repair()
@@ -56,16 +63,23 @@ async def rescore(
             client, info = await pool.resolve(role)
             judges.append(_caller("judge", client, info))
         panel = bind_panel(panel_config, tuple(judges), root)
-        out.write_json(out.manifest, {
-            **manifest,
-            "run_id": f"{manifest['run_id']}+{panel_config.name}",
-            "config": {**manifest["config"], "panel": panel_config.model_dump(mode="json")},
-            "prompt_versions": {**manifest["prompt_versions"], "judge": panel.mdep.version, **{f"rubric_{k}": v for k, v in panel.versions.items()}},
-            "roles": {**manifest["roles"], "judges": [j.info.model_dump() for j in judges], "panel": panel_config.name},
-            "panel": panel_config.model_dump(mode="json"),
-            "rescored_from": str(source.path),
-            "rescored_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        })
+        out.write_json(
+            out.manifest,
+            {
+                **manifest,
+                "run_id": f"{manifest['run_id']}+{panel_config.name}",
+                "config": {**manifest["config"], "panel": panel_config.model_dump(mode="json")},
+                "prompt_versions": {
+                    **manifest["prompt_versions"],
+                    "judge": panel.mdep.version,
+                    **{f"rubric_{k}": v for k, v in panel.versions.items()},
+                },
+                "roles": {**manifest["roles"], "judges": [j.info.model_dump() for j in judges], "panel": panel_config.name},
+                "panel": panel_config.model_dump(mode="json"),
+                "rescored_from": str(source.path),
+                "rescored_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        )
         console.print(f"rescoring {len(episodes)} episode(s) of {source.path} with panel {panel_config.name!r}")
         await judge_episodes(out, episodes, registry, panel, config.limits(), config.concurrency, replay=True)
         await judge_pairwise(out, episodes, registry, panel, config.limits(), config.concurrency)

@@ -110,14 +110,21 @@ def _check_resume(rd: RunDir, config: RunConfig, resume: bool, force: bool) -> N
         raise InputError(rd.path, "", "run directory already exists; pass --resume to continue it")
     old = rd.read_manifest().get("config_hash")
     if old != config.config_hash() and not force:
-        raise InputError(rd.manifest, "config_hash", f"{old} differs from this config's {config.config_hash()}; pass --force to resume anyway")
+        raise InputError(
+            rd.manifest, "config_hash", f"{old} differs from this config's {config.config_hash()}; pass --force to resume anyway"
+        )
 
 
 def _progress(console: Console, enabled: bool) -> Progress:
     return Progress(
-        TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("[bold]episodes"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
         TextColumn("{task.fields[calls]} calls · {task.fields[retries]} retries · {task.fields[turns]} turns"),
-        console=console, disable=not enabled, transient=False,
+        console=console,
+        disable=not enabled,
+        transient=False,
     )
 
 
@@ -131,8 +138,15 @@ def in_shard(case_id: str, seed: int, shard: tuple[int, int] | None) -> bool:
 
 
 async def run_benchmark(
-    config: RunConfig, run_dir: Path, *, root: Path = ROOT, resume: bool = False, force: bool = False,
-    console: Console | None = None, show_progress: bool = True, cache: ResponseCache | None = None,
+    config: RunConfig,
+    run_dir: Path,
+    *,
+    root: Path = ROOT,
+    resume: bool = False,
+    force: bool = False,
+    console: Console | None = None,
+    show_progress: bool = True,
+    cache: ResponseCache | None = None,
     shard: tuple[int, int] | None = None,
 ) -> RunResult:
     console = console or Console(stderr=True)
@@ -172,7 +186,9 @@ async def run_benchmark(
 
         jobs = [
             (subject, case, seed)
-            for subject in subjects for case in cases for seed in config.seeds
+            for subject in subjects
+            for case in cases
+            for seed in config.seeds
             if f"{subject.info.label}|{case.id}|{seed}" not in done and in_shard(case.id, seed, shard)
         ]
         gate = asyncio.Semaphore(config.concurrency)
@@ -195,7 +211,9 @@ async def run_benchmark(
                         new += 1
                         turns += len(episode.turns)
                         progress.update(
-                            bar, advance=1, turns=turns,
+                            bar,
+                            advance=1,
+                            turns=turns,
                             calls=sum(c.stats.calls for c in pool.clients()),
                             retries=sum(sum(c.stats.faults.values()) for c in pool.clients()),
                         )

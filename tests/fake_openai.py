@@ -27,13 +27,26 @@ def default_responder(body: dict[str, Any]) -> str:
     fmt = (body.get("response_format") or {}).get("json_schema", {}).get("name")
     seed = int(body.get("seed") or 0)
     if fmt == "user_move":
-        return json.dumps({"message": f"I don't know, it's just a lot right now ({seed % 97}).", "meter_delta": 2, "inner": "testing them", "leave": False})
+        return json.dumps(
+            {
+                "message": f"I don't know, it's just a lot right now ({seed % 97}).",
+                "meter_delta": 2,
+                "inner": "testing them",
+                "leave": False,
+            }
+        )
     if fmt == "mdep_verdict":
         axis = {"progress": 1, "regression": 0, "evidence": "that sounds hard", "reason": "names the feeling"}
         return json.dumps({"C": axis, "A": {**axis, "progress": 2}, "P": {**axis, "progress": 0, "evidence": "", "reason": ""}})
     if fmt == "persona_probe":
-        return json.dumps({"dominant_need": "A", "threshold": "high", "rationale": "guarded",
-                           "big_five": [{"trait": "neuroticism", "pole": "high"}, {"trait": "extraversion", "pole": "low"}]})
+        return json.dumps(
+            {
+                "dominant_need": "A",
+                "threshold": "high",
+                "rationale": "guarded",
+                "big_five": [{"trait": "neuroticism", "pole": "high"}, {"trait": "extraversion", "pole": "low"}],
+            }
+        )
     if fmt == "holistic_verdict":
         dim = {"score": 3 + seed % 5, "evidence": "that sounds hard", "reason": "plain and specific"}
         return json.dumps({d: dim for d in ("empathy", "humanlikeness", "persona_adaptation", "coherence")})
@@ -42,7 +55,9 @@ def default_responder(body: dict[str, Any]) -> str:
         text = body["messages"][-1]["content"]
         first, _, second = text.partition("Conversation 2")
         pick = "1" if len(first) <= len(second) else "2"
-        return json.dumps({d: {"winner": pick, "reason": "steadier"} for d in ("empathy", "humanlikeness", "persona_adaptation", "coherence")})
+        return json.dumps(
+            {d: {"winner": pick, "reason": "steadier"} for d in ("empathy", "humanlikeness", "persona_adaptation", "coherence")}
+        )
     if fmt == "director_action":
         return json.dumps({"action": "wait", "target": None, "guidance": "keep testing them"})
     return "That sounds hard. What part of it weighs on you most?"
@@ -116,11 +131,19 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             if state.latency_s:
                 time.sleep(state.latency_s)
             text = state.responder(body)
-            payload = json.dumps({
-                "id": "fake", "object": "chat.completion", "model": body.get("model"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": len(text.split()), "total_tokens": 10 + len(text.split())},
-            }).encode()
+            payload = json.dumps(
+                {
+                    "id": "fake",
+                    "object": "chat.completion",
+                    "model": body.get("model"),
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                    "usage": {
+                        "prompt_tokens": 10,
+                        "completion_tokens": len(text.split()),
+                        "total_tokens": 10 + len(text.split()),
+                    },
+                }
+            ).encode()
             if fault == "malformed":
                 return self._send(200, payload[: len(payload) // 2] + b"}}")
             if fault == "truncated":

@@ -74,11 +74,30 @@ def test_shards_partition_the_work_and_merge_back(fake: FakeOpenAIServer, tmp_pa
     assert all(len(o) == 1 for o in owners)  # every (case, seed) lands in exactly one shard
     cfg = write_config(tmp_path / "run.yaml", fake.base_url, seeds=list(range(6)))
     for i in range(3):
-        result = cli.invoke(app, ["run", "--config", str(cfg), "--out", str(tmp_path), "--run-id", f"s{i}", "--shard", f"{i}/3", "--no-cache", "--no-progress"])
+        result = cli.invoke(
+            app,
+            [
+                "run",
+                "--config",
+                str(cfg),
+                "--out",
+                str(tmp_path),
+                "--run-id",
+                f"s{i}",
+                "--shard",
+                f"{i}/3",
+                "--no-cache",
+                "--no-progress",
+            ],
+        )
         assert result.exit_code == 0, result.output
-    merged = cli.invoke(app, ["merge", *(str(tmp_path / f"s{i}") for i in range(3)), "-o", str(tmp_path / "all")], env={"COLUMNS": "200"})
+    merged = cli.invoke(
+        app, ["merge", *(str(tmp_path / f"s{i}") for i in range(3)), "-o", str(tmp_path / "all")], env={"COLUMNS": "200"}
+    )
     assert merged.exit_code == 0, merged.output
-    assert sorted(e.key.split("|", 1)[1] for e in RunDir(tmp_path / "all").read_episodes()) == sorted(f"{c}|{s}" for c, s in pairs)
+    assert sorted(e.key.split("|", 1)[1] for e in RunDir(tmp_path / "all").read_episodes()) == sorted(
+        f"{c}|{s}" for c, s in pairs
+    )
     assert len(pd.read_parquet(tmp_path / "all" / "scores.parquet")) == 12
     bad = cli.invoke(app, ["run", "--config", str(cfg), "--shard", "3/3", "--no-progress"])
     assert bad.exit_code == 2 and "--shard" in bad.output
@@ -88,8 +107,21 @@ def test_the_api_key_is_written_nowhere(fake: FakeOpenAIServer, tmp_path: Path, 
     secret = "sk-emobench-test-0123456789abcdef"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     cfg = write_config(tmp_path / "run.yaml", fake.base_url)
-    result = cli.invoke(app, ["run", "--config", str(cfg), "--out", str(tmp_path / "runs"), "--run-id", "r",
-                              "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+    result = cli.invoke(
+        app,
+        [
+            "run",
+            "--config",
+            str(cfg),
+            "--out",
+            str(tmp_path / "runs"),
+            "--run-id",
+            "r",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert fake.state.requests[0]["headers"]["Authorization"] == f"Bearer {secret}"  # it was used...
     files = [p for p in tmp_path.rglob("*") if p.is_file()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -43,12 +44,14 @@ def test_episode_runs_to_max_turns_with_full_provenance(fake: FakeOpenAIServer, 
     assert ep.final_meter == case.persona.meter_start + 2 * 3
 
 
-def test_every_request_carries_a_seed_and_the_prefix_grows_byte_identically(fake: FakeOpenAIServer, registry: Registry, prompts: Any) -> None:
+def test_every_request_carries_a_seed_and_the_prefix_grows_byte_identically(
+    fake: FakeOpenAIServer, registry: Registry, prompts: Any
+) -> None:
     _run(fake, registry, prompts, Limits(max_turns=3, min_turns=3))
     bodies = [r["body"] for r in fake.state.requests]
     assert all(isinstance(b["seed"], int) for b in bodies)
     subject = [b["messages"] for b in bodies if "response_format" not in b]
-    for before, after in zip(subject, subject[1:]):
+    for before, after in itertools.pairwise(subject):
         assert after[: len(before)] == before  # each turn extends the last one's messages
     sims = [b["messages"] for b in bodies if b.get("response_format", {}).get("json_schema", {}).get("name") == "user_move"]
     # Only the last message carries the turn's private state; everything before it is stable.
@@ -139,7 +142,12 @@ def test_llm_director_guidance_reaches_only_the_simulator_and_can_end(registry: 
 
     case = registry.cases("demo")[0]
     stage = case.scenario.stages[0]
-    actions = iter([{"action": "reveal_stage", "target": 0, "guidance": "let it out slowly"}, {"action": "end", "target": None, "guidance": ""}])
+    actions = iter(
+        [
+            {"action": "reveal_stage", "target": 0, "guidance": "let it out slowly"},
+            {"action": "end", "target": None, "guidance": ""},
+        ]
+    )
 
     def responder(body: dict[str, Any]) -> str:
         if body.get("response_format", {}).get("json_schema", {}).get("name") == "director_action":
@@ -155,9 +163,9 @@ def test_llm_director_guidance_reaches_only_the_simulator_and_can_end(registry: 
     assert [t.director.action for t in ep.turns] == ["reveal_stage", "end"]
     kind = [(b.get("response_format") or {}).get("json_schema", {}).get("name", "subject") for b in bodies]
     texts = [json.dumps(b["messages"]) for b in bodies]
-    sim_turn2 = next(t for k, t in zip(kind, texts) if k == "user_move")
+    sim_turn2 = next(t for k, t in zip(kind, texts, strict=True) if k == "user_move")
     assert json.dumps(stage)[1:-1] in sim_turn2 and "let it out slowly" in sim_turn2
-    for k, t in zip(kind, texts):
+    for k, t in zip(kind, texts, strict=True):
         if k in ("subject", "mdep_verdict"):
             assert "let it out slowly" not in t
     assert [c.role for c in ep.calls].count("director") == 2

@@ -81,7 +81,20 @@ def test_a_real_episode_on_real_vllm(vllm_url: str, tmp_path: Path) -> None:
 def test_emobench_run_launches_and_stops_its_own_vllm_server(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,
-        ["run", "--max-turns", "2", "--min-turns", "2", "--limit", "1", "--out", str(tmp_path), "--run-id", "demo", "--no-progress"],
+        [
+            "run",
+            "--max-turns",
+            "2",
+            "--min-turns",
+            "2",
+            "--limit",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            "demo",
+            "--no-progress",
+        ],
         env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output

@@ -36,7 +36,9 @@ def parse_binding(spec: str, *, source: str = "role", field: str = "binding") ->
     """Parse a binding string, naming the source and field in any error."""
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
-        raise InputError(source, field, f"bad role binding {spec!r}: expected vllm:MODEL, openai:MODEL@URL or litellm:PROVIDER/MODEL")
+        raise InputError(
+            source, field, f"bad role binding {spec!r}: expected vllm:MODEL, openai:MODEL@URL or litellm:PROVIDER/MODEL"
+        )
     if kind == "vllm":
         return Binding("vllm", rest)
     if kind == "litellm":

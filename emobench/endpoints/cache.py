@@ -22,7 +22,9 @@ from emobench.records import Sampling
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value BLOB NOT NULL)"
 
 
-def cache_key(identity: str, model: str, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: Any) -> str:
+def cache_key(
+    identity: str, model: str, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: Any
+) -> str:
     canonical = orjson.dumps(
         [identity, model, messages, sampling.model_dump(), seed, response_format], option=orjson.OPT_SORT_KEYS
     )

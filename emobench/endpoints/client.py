@@ -123,7 +123,7 @@ class OpenAICompatClient:
                     raise TransientError(f"http_{resp.status}", body[:200].decode(errors="replace"))
                 if resp.status >= 400:
                     raise EndpointError(self.name, f"HTTP {resp.status}: {body[:300].decode(errors='replace')}")
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise TransientError("timeout", str(exc) or "request timed out") from exc
         except aiohttp.ClientPayloadError as exc:
             raise TransientError("truncated", str(exc)) from exc

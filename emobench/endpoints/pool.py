@@ -50,7 +50,11 @@ class EndpointPool:
         retry = RetryPolicy(attempts=role.retries + 1)
         if binding.kind == "vllm":
             base, served = await self._vllm(binding.model)
-            client = self._client((base, served), binding.spec, lambda: OpenAICompatClient(base, served, max_concurrency=cap, timeout_s=timeout, retry=retry))
+            client = self._client(
+                (base, served),
+                binding.spec,
+                lambda: OpenAICompatClient(base, served, max_concurrency=cap, timeout_s=timeout, retry=retry),
+            )
             endpoint = f"{binding.spec} ({base})"
         elif binding.kind == "openai" and len(binding.base_urls) == 1:
             url = binding.base_urls[0]
@@ -67,7 +71,11 @@ class EndpointPool:
                 (",".join(binding.base_urls) or "litellm", binding.model),
                 binding.spec,
                 lambda: LiteLLMClient(
-                    binding.model, base_urls=binding.base_urls, max_concurrency=cap, timeout_s=timeout, api_key_env=key_env,
+                    binding.model,
+                    base_urls=binding.base_urls,
+                    max_concurrency=cap,
+                    timeout_s=timeout,
+                    api_key_env=key_env,
                     retries=role.retries,
                 ),
             )

@@ -36,11 +36,17 @@ def is_cpu_build() -> bool:
 def server_command(model: str, served_name: str, port: int, extra_args: Sequence[str] = ()) -> list[str]:
     # The vllm console script fails next to the CPU torch; the module entry point works everywhere.
     cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", model,
-        "--served-model-name", served_name,
-        "--host", "127.0.0.1",
-        "--port", str(port),
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model,
+        "--served-model-name",
+        served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
         "--enable-prefix-caching",
         "--disable-uvicorn-access-log",
     ]
@@ -64,7 +70,9 @@ async def wait_healthy(proc: subprocess.Popen[bytes], base: str, log_path: Path,
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise EndpointError(base, f"vLLM server exited with code {proc.returncode} during start-up; log {log_path}: {_tail(log_path)}")
+                raise EndpointError(
+                    base, f"vLLM server exited with code {proc.returncode} during start-up; log {log_path}: {_tail(log_path)}"
+                )
             with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
                 async with session.get(f"{base}/health") as resp:
                     if resp.status == 200:
@@ -97,7 +105,11 @@ def launch_server(
         # Own process group, so stopping it also stops the engine-core workers it forks.
         proc = subprocess.Popen(
             server_command(model, served_name, port, extra_args),
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
         )
     return proc, f"http://127.0.0.1:{port}"
 

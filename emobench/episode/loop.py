@@ -6,14 +6,14 @@ and resume. Every model call made along the way is returned inside the Episode r
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from emobench.episode.director import DirectorState, apply_action, llm_director, rule_director, simulator_guidance
 from emobench.episode.probe import run_probe
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, derive_seed
 from emobench.episode.simulator import USER_MOVE_FORMAT, parse_user_move, simulator_messages
 from emobench.judging.mdep import judge_turn
-from emobench.records import DirectorAction, EPMPoint, Episode, ModelCall, ProbeAnswer, Turn, UserMove
+from emobench.records import DirectorAction, Episode, EPMPoint, ModelCall, ProbeAnswer, Turn, UserMove
 from emobench.registry import Case
 from emobench.trackers.epm import EPMEngine
 
@@ -21,7 +21,7 @@ FAILURES = ("collapse", "stagnation_regression")
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def subject_conversation(prompts: EpisodePrompts, history: list[tuple[str, str]]) -> list[dict[str, str]]:

@@ -43,7 +43,11 @@ class RoleCaller:
     call: CallFn
 
     async def ask(
-        self, messages: list[dict[str, str]], seed: int, template: PromptTemplate | None, response_format: dict[str, Any] | None = None
+        self,
+        messages: list[dict[str, str]],
+        seed: int,
+        template: PromptTemplate | None,
+        response_format: dict[str, Any] | None = None,
     ) -> ModelCall:
         """Call the model and return the call record (text included), timing it end to end."""
         started = time.perf_counter()

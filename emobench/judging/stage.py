@@ -44,9 +44,7 @@ def bind_panel(config: PanelConfig, judges: tuple[RoleCaller, ...], root: Path) 
     return Panel(config, judges, rubric["mdep"], rubric["holistic"], rubric["pairwise"])
 
 
-async def replay_mdep(
-    panel: Panel, case: Case, episode: Episode, retries: int
-) -> tuple[list[TurnJudgement], list[ModelCall]]:
+async def replay_mdep(panel: Panel, case: Case, episode: Episode, retries: int) -> tuple[list[TurnJudgement], list[ModelCall]]:
     """Judge every turn of a finished conversation again, each against the transcript up to it.
 
     Seeds are derived exactly as in the live loop, so replaying with the original panel sends
@@ -70,17 +68,29 @@ async def _judge_one(panel: Panel, case: Case, episode: Episode, limits: Limits,
         calls += replay_calls
     holistic: list[HolisticVerdict] = []
     if panel.config.holistic:
-        holistic, holistic_calls = await judge_holistic(panel.judges, panel.holistic, case, episode, episode.seed, limits.judge_retries)
+        holistic, holistic_calls = await judge_holistic(
+            panel.judges, panel.holistic, case, episode, episode.seed, limits.judge_retries
+        )
         calls += holistic_calls
     return EpisodeJudgement(
-        key=episode.key, panel=panel.config.name, holistic=holistic, audit=audit_episode(episode, case, limits),
-        calls=calls, mdep=mdep,
+        key=episode.key,
+        panel=panel.config.name,
+        holistic=holistic,
+        audit=audit_episode(episode, case, limits),
+        calls=calls,
+        mdep=mdep,
     )
 
 
 async def judge_episodes(
-    out: RunDir, episodes: Sequence[Episode], registry: Registry, panel: Panel, limits: Limits,
-    concurrency: int, *, replay: bool = False,
+    out: RunDir,
+    episodes: Sequence[Episode],
+    registry: Registry,
+    panel: Panel,
+    limits: Limits,
+    concurrency: int,
+    *,
+    replay: bool = False,
 ) -> int:
     """Judge every episode not yet in out/judgements.jsonl; returns how many were judged now."""
     done = {j.key for j in read_records(out.judgements, EpisodeJudgement)}

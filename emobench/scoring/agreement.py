@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from emobench.records import EpisodeJudgement, Episode
+from emobench.records import Episode, EpisodeJudgement
 from emobench.scoring.mdep import AXES
 from emobench.scoring.reliability import krippendorff_alpha, position_flip_rate, spearman
 

@@ -18,11 +18,28 @@ from emobench.trackers.embedding import EmotionTracker, emotion_path
 from emobench.trackers.lexicon import slope, thirds, valence
 
 FAILURES = ("collapse", "stagnation_regression")
-_EPMQ_FIELDS = ("epmq", "outcome", "efficiency", "stability", "rdi", "etot", "snet", "rho", "sproj", "tau", "rpos", "align", "pen")
+_EPMQ_FIELDS = (
+    "epmq",
+    "outcome",
+    "efficiency",
+    "stability",
+    "rdi",
+    "etot",
+    "snet",
+    "rho",
+    "sproj",
+    "tau",
+    "rpos",
+    "align",
+    "pen",
+)
 
 
 def score_episode(
-    episode: Episode, case: Case, run_id: str, judgement: EpisodeJudgement | None = None,
+    episode: Episode,
+    case: Case,
+    run_id: str,
+    judgement: EpisodeJudgement | None = None,
     emotions: EmotionTracker | None = None,
 ) -> dict[str, Any]:
     """The row for one episode; pass the replayed episode when a rescore changed its turns."""

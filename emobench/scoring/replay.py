@@ -20,7 +20,7 @@ def rejudged(episode: Episode, mdep: Sequence[TurnJudgement], min_turns: int) ->
     status: str | None = None
     success_turn: int | None = None
     turns = []
-    for turn, judgement in zip(episode.turns, mdep):
+    for turn, judgement in zip(episode.turns, mdep, strict=True):
         point = None
         if judgement.valid and judgement.vector is not None:
             step = engine.step(judgement.vector)
