@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from emobench.cli_support import one_line_errors
 from emobench.errors import EmobenchError, InputError
 from emobench.judging import calibrate_cli
 from emobench.publish import cli as publish_cli
@@ -29,21 +29,6 @@ app.command("calibrate")(calibrate_cli.calibrate)
 def err() -> Console:
     # Built per use so output follows the current sys.stdout/stderr (CliRunner swaps them).
     return Console(stderr=True)
-
-
-T = TypeVar("T")
-
-
-def guarded(fn: Callable[[], T]) -> T:
-    """Run fn, turning emobench errors into one line on stderr and their exit code."""
-    try:
-        return fn()
-    except EmobenchError as exc:
-        err().print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        err().print("interrupted: finished episodes are kept; rerun with --resume RUN_DIR to continue")
-        raise typer.Exit(130) from None
 
 
 def _overrides(
@@ -179,7 +164,8 @@ def run(
         log.print("EPM-Q = " + " + ".join(f"{w:g}·{group.capitalize()}" for group, w in EPMQ_WEIGHTS.items()))
         log.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {rd.path}")
 
-    guarded(go)
+    with one_line_errors():
+        go()
 
 
 @app.command()
@@ -210,7 +196,8 @@ def merge(
             f"{counts['duplicates']} duplicate(s) dropped → {out}"
         )
 
-    guarded(go)
+    with one_line_errors():
+        go()
 
 
 @app.command()
@@ -241,7 +228,8 @@ def judge(
         render_table(table, Console())
         log.print(f"new judgements and scores in {out.path}")
 
-    guarded(go)
+    with one_line_errors():
+        go()
 
 
 def main() -> None:

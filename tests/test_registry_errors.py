@@ -131,7 +131,7 @@ def test_bad_card_is_one_line_with_file_field_problem(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     line = lines[0]
-    assert line.startswith(display_path(lib / file) + ": ")
+    assert line.startswith(f"error: {display_path(lib / file)}: ")
     if field:
         assert f": {field}" in line
     assert problem in line
@@ -139,7 +139,7 @@ def test_bad_card_is_one_line_with_file_field_problem(
 
     with pytest.raises(InputError) as info:
         load_registry(lib)
-    assert str(info.value) == line
+    assert f"error: {info.value}" == line
 
 
 def test_error_fields_are_structured(lib: Path) -> None:

@@ -125,7 +125,7 @@ def calibrate(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # Imported here, not at the top: emobench.cli mounts this command, so a top-level import
     # would be circular.
-    from emobench.cli import guarded
+    from emobench.cli_support import one_line_errors
     from emobench.endpoints.binding import parse_binding
     from emobench.registry import load_registry
     from emobench.runner import ROOT
@@ -160,4 +160,5 @@ def calibrate(
             out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
             Console(stderr=True).print(f"report → {out}", highlight=False, soft_wrap=True)
 
-    guarded(go)
+    with one_line_errors():
+        go()

@@ -5,32 +5,17 @@ Thin: parse, call, print. An EmobenchError prints its one line to stderr and exi
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from emobench.errors import EmobenchError
+from emobench.cli_support import one_line_errors
 
 leaderboard_app = typer.Typer(
     help="Build and show the leaderboard.", no_args_is_help=True, add_completion=False
 )
-
-
-@contextmanager
-def _one_line_errors() -> Iterator[None]:
-    try:
-        yield
-    except EmobenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(exc.exit_code) from None
-    except OSError as exc:  # e.g. an output path that is a file, or a full disk
-        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
-        raise typer.Exit(2) from None
 
 
 @leaderboard_app.command("build")
@@ -50,7 +35,7 @@ def build(
     from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
     from emobench.publish.show import render_table
 
-    with _one_line_errors():
+    with one_line_errors():
         table = build_leaderboard(run_dirs, n_boot=n_boot, seed=seed, force=force)
         write_leaderboard(table, out, html=html)
     console = Console()
@@ -73,7 +58,7 @@ def show(
     from emobench.publish.leaderboard import read_leaderboard
     from emobench.publish.show import render_table
 
-    with _one_line_errors():
+    with one_line_errors():
         render_table(read_leaderboard(directory), Console(), slice_family=family)
 
 
@@ -103,7 +88,7 @@ def gate(
     """Regression gate: exit 0 pass, 1 significant regression beyond tolerance, 2 bad input."""
     from emobench.publish.gate import run_gate, summary_markdown
 
-    with _one_line_errors():
+    with one_line_errors():
         result = run_gate(
             baseline, candidate, metric=metric, tolerance=tolerance, detect=detect,
             baseline_subject=baseline_subject, candidate_subject=candidate_subject,
@@ -112,6 +97,6 @@ def gate(
     text = summary_markdown(result)
     print(text, end="")
     if summary is not None:
-        with _one_line_errors():
+        with one_line_errors():
             summary.write_text(text, encoding="utf-8")
     raise typer.Exit(result.exit_code)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated
 
 import typer
 from rich import box
@@ -13,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 import emobench
-from emobench.errors import EmobenchError, InputError
+from emobench.cli_support import one_line_errors
+from emobench.errors import InputError
 from emobench.registry.filters import MIN_COUNTERFACTUAL_SETS, TARGETS, stratification
 from emobench.registry.loader import Registry, load_persona, load_registry, load_scenario
 from emobench.registry.models import AXES, CATEGORIES, DIFFICULTIES, THRESHOLDS, Case
@@ -28,22 +27,6 @@ RootOpt = Annotated[
     Path, typer.Option("--root", help="Library root holding scenarios/ and personas/.")
 ]
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _one_line_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Report an EmobenchError as its one line on stderr and exit with its code (2 for bad input)."""
-
-    @wraps(command)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except EmobenchError as exc:
-            typer.echo(str(exc), err=True)
-            raise typer.Exit(exc.exit_code) from None
-
-    return run
 
 
 def _say(text: str) -> None:
@@ -57,7 +40,7 @@ def _fmt_p0(case: Case) -> str:
 
 
 @app.command("list")
-@_one_line_errors
+@one_line_errors()
 def list_cases(
     split: Annotated[str | None, typer.Option(help="Only this split.")] = None,
     category: Annotated[str | None, typer.Option(help=f"One of {', '.join(CATEGORIES)}.")] = None,
@@ -89,7 +72,7 @@ def list_cases(
 
 
 @app.command()
-@_one_line_errors
+@one_line_errors()
 def show(case_id: Annotated[str, typer.Argument(metavar="CASE")], root: RootOpt = DEFAULT_ROOT) -> None:
     """Show one case: both cards, the IEDR levels, P0, difficulty and dominant axis."""
     case = load_registry(root).case(case_id)
@@ -124,7 +107,7 @@ def show(case_id: Annotated[str, typer.Argument(metavar="CASE")], root: RootOpt 
 
 
 @app.command()
-@_one_line_errors
+@one_line_errors()
 def validate(
     path: Annotated[Path | None, typer.Argument(help="Library root, or one card file.")] = None,
     root: RootOpt = DEFAULT_ROOT,
@@ -181,7 +164,7 @@ def _stats_table(reg: Registry, split: str) -> tuple[Table, bool]:
 
 
 @app.command()
-@_one_line_errors
+@one_line_errors()
 def stats(
     split: Annotated[str, typer.Option(help="Split to stratify.")] = "test",
     root: RootOpt = DEFAULT_ROOT,
