@@ -54,6 +54,22 @@ class ChatEndpoint(Protocol):
     async def aclose(self) -> None: ...
 
 
+def chat_params(
+    messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The chat-completions body every client sends, so all of them send the same request."""
+    params: dict[str, Any] = {
+        "messages": messages,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "max_tokens": sampling.max_tokens,
+        "seed": seed,
+    }
+    if response_format is not None:
+        params["response_format"] = response_format
+    return params
+
+
 class TransientError(Exception):
     """A failure worth retrying; ``kind`` feeds the fault counters."""
 
@@ -151,17 +167,7 @@ class OpenAICompatClient:
     async def complete(
         self, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: dict[str, Any] | None = None
     ) -> Completion:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "max_tokens": sampling.max_tokens,
-            "seed": seed,
-        }
-        if response_format is not None:
-            body["response_format"] = response_format
-        payload = orjson.dumps(body)
+        payload = orjson.dumps({"model": self.model, **chat_params(messages, sampling, seed, response_format)})
         attempts = 0
         async with self._sem:
             started = time.perf_counter()

@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from emobench.endpoints.client import Completion, EndpointStats
+from emobench.endpoints.client import Completion, EndpointStats, chat_params
 from emobench.errors import EndpointError
 from emobench.records import Sampling
 
@@ -74,15 +74,7 @@ class LiteLLMClient:
     async def complete(
         self, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: dict[str, Any] | None = None
     ) -> Completion:
-        params: dict[str, Any] = {
-            "messages": messages,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "max_tokens": sampling.max_tokens,
-            "seed": seed,
-        }
-        if response_format is not None:
-            params["response_format"] = response_format
+        params = chat_params(messages, sampling, seed, response_format)
         async with self._sem:
             started = time.perf_counter()
             try:
