@@ -126,7 +126,7 @@ def run(
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
         from emobench.registry import load_registry
-        from emobench.report import finalize_run
+        from emobench.report import finalize_run, summary_line
         from emobench.rundir import RunDir
         from emobench.runner import ROOT, run_benchmark
         from emobench.scoring.epmq import EPMQ_WEIGHTS
@@ -162,7 +162,8 @@ def run(
         write_leaderboard(table, rd.path, html=False)
         render_table(table, Console())
         log.print("EPM-Q = " + " + ".join(f"{w:g}·{group.capitalize()}" for group, w in EPMQ_WEIGHTS.items()))
-        log.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {rd.path}")
+        totals = summary_line(rd.read_report())
+        log.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {totals} · {rd.path}")
 
     with one_line_errors():
         go()

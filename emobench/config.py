@@ -16,11 +16,18 @@ from emobench.errors import InputError
 from emobench.records import Sampling
 
 # Fields that change how fast a run goes but not what it produces; kept out of the hash.
-OPERATIONAL = {"max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env"}
+OPERATIONAL = {"max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price"}
 
 
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class Price(_Config):
+    """US dollars per million tokens."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
 
 
 class RoleConfig(_Config):
@@ -31,6 +38,7 @@ class RoleConfig(_Config):
     timeout_s: float = Field(default=300.0, gt=0)
     retries: int = Field(default=5, ge=0)  # retries of transient failures (429, 5xx, timeouts)
     api_key_env: str = "OPENAI_API_KEY"  # the variable's name; its value is never stored
+    price: Price | None = None  # for the cost line of the accounting
 
     @property
     def name(self) -> str:
@@ -83,6 +91,10 @@ class RunConfig(_Config):
     @property
     def judges(self) -> list[RoleConfig]:
         return self.panel.judges
+
+    def prices(self) -> dict[str, Price]:
+        """Price per role label, for the roles that configure one."""
+        return {role.name: role.price for _, role in self.bindings() if role.price is not None}
 
     def bindings(self) -> list[tuple[str, RoleConfig]]:
         roles = [(f"subjects[{i}]", r) for i, r in enumerate(self.subjects)] + [("user", self.user)]

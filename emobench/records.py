@@ -27,6 +27,7 @@ class ModelCall(Record):
     """One chat completion as it happened."""
 
     role: str
+    label: str = ""  # the role's label, e.g. one judge of a panel
     model: str
     endpoint: str
     sampling: Sampling

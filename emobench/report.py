@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from emobench.config import RoleConfig
+from emobench.config import Price, RoleConfig, RunConfig, resolve_panel
 from emobench.judging.pairwise import pairwise_table, verdicts_frame
 from emobench.records import Episode, EpisodeJudgement, PairwiseVerdict
 from emobench.registry import Registry
@@ -28,13 +29,19 @@ def _emotion_tracker() -> EmotionTracker:
     return EmotionTracker.load()
 
 
-def accounting(episodes: list[Episode], judgements: list[EpisodeJudgement] | None = None) -> dict[str, Any]:
-    """Tokens per role and model, and latency percentiles, over every call of the run."""
+def accounting(
+    episodes: list[Episode], judgements: list[EpisodeJudgement] | None = None, prices: dict[str, Price] | None = None
+) -> dict[str, Any]:
+    """Tokens per role and model, latency percentiles, and cost where the role has a price."""
     tokens: dict[str, Counter[str]] = defaultdict(Counter)
     latencies: dict[str, list[float]] = defaultdict(list)
     calls = [c for e in episodes for c in e.calls] + [c for j in judgements or [] for c in j.calls]
     for call in calls:
         key = f"{call.role}:{call.model}"
+        price = (prices or {}).get(call.label)
+        if price is not None and not call.cached:
+            cost = (call.prompt_tokens * price.input_per_mtok + call.completion_tokens * price.output_per_mtok) / 1e6
+            tokens[key]["cost_usd_micro"] += round(cost * 1e6)
         tokens[key]["calls"] += 1
         tokens[key]["prompt_tokens"] += call.prompt_tokens
         tokens[key]["completion_tokens"] += call.completion_tokens
@@ -44,8 +51,10 @@ def accounting(episodes: list[Episode], judgements: list[EpisodeJudgement] | Non
     out: dict[str, Any] = {}
     for key, counts in sorted(tokens.items()):
         lat = np.asarray(latencies[key]) if latencies[key] else None
+        micro = counts.pop("cost_usd_micro", None)
         out[key] = {
             **counts,
+            "cost_usd": None if micro is None else micro / 1e6,
             "latency_s": None if lat is None else {f"p{q}": float(np.percentile(lat, q)) for q in (50, 90, 99)},
         }
     return out
@@ -113,10 +122,27 @@ def finalize_run(
         "audit": {"flags": dict(audit), "flagged_episodes": sum(bool(j.audit) for j in judgements.values())},
         "counterfactual_spread": _spread(scores, registry),
         "faults": dict(all_faults),
-        "accounting": accounting(episodes, [j for j in judgements.values()]),
+        "accounting": accounting(episodes, list(judgements.values()), _prices(config)),
     }
     out.write_json(out.report, report)
+    out.write_json(out.manifest, {**out.read_manifest(), "accounting": report["accounting"]})
     return scored
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    """Tokens and cost of a run, for the end of the terminal output."""
+    acc = report.get("accounting", {}).values()
+    prompt = sum(a["prompt_tokens"] for a in acc)
+    completion = sum(a["completion_tokens"] for a in acc)
+    costs = [a["cost_usd"] for a in acc if a.get("cost_usd") is not None]
+    cost = f", cost ${sum(costs):.4f}" if costs else ""
+    return f"{sum(a['calls'] for a in acc)} model calls, {prompt} prompt + {completion} completion tokens{cost}"
+
+
+def _prices(config: dict[str, Any]) -> dict[str, Price]:
+    if not config:
+        return {}
+    return RunConfig.model_validate(resolve_panel(config, "manifest", Path("."))).prices()
 
 
 def _spread(scores: pd.DataFrame, registry: Registry) -> list[dict[str, Any]]:

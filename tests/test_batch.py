@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from emobench.cli import app
@@ -129,3 +130,23 @@ def test_the_api_key_is_written_nowhere(fake: FakeOpenAIServer, tmp_path: Path, 
     for path in files:  # ...and appears in no file of the run, its logs or the cache
         assert secret.encode() not in path.read_bytes(), path
     assert secret not in result.output
+
+
+def test_cost_is_accounted_where_a_price_is_configured(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    import yaml
+
+    cfg = write_config(tmp_path / "run.yaml", fake.base_url)
+    data = yaml.safe_load(cfg.read_text())
+    data["subjects"][0]["price"] = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
+    cfg.write_text(yaml.safe_dump(data))
+    result = cli.invoke(app, ["run", "--config", str(cfg), "--out", str(tmp_path), "--run-id", "r", "--no-progress"],
+                        env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rd = RunDir(tmp_path / "r")
+    calls = [c for e in rd.read_episodes() for c in e.calls if c.label == "subject-a"]
+    expected = sum(c.prompt_tokens * 1.0 + c.completion_tokens * 2.0 for c in calls) / 1e6
+    accounting = rd.read_report()["accounting"]
+    assert accounting["subject:fake-model"]["cost_usd"] == pytest.approx(expected) and expected > 0
+    assert accounting["judge:fake-model"]["cost_usd"] is None  # no price configured for the judge
+    assert rd.read_manifest()["accounting"] == accounting
+    assert "cost $" in result.output

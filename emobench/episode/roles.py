@@ -54,6 +54,7 @@ class RoleCaller:
         done = await self.call(messages, seed, response_format)
         return ModelCall(
             role=self.role,
+            label=self.info.label,
             model=self.info.model,
             endpoint=self.info.endpoint,
             sampling=self.info.sampling,
