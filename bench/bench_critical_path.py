@@ -35,8 +35,8 @@ def main() -> None:
 
     from emobench.runner import run_benchmark
 
-    cases = min(25, args.episodes)
-    seeds = -(-args.episodes // cases)
+    seeds = -(-args.episodes // 25)  # 25 of the test split's 30 cases, as many seeds as it takes
+    cases = -(-args.episodes // seeds)
     print(load_line())
     with fake_server(latency_s=args.latency) as server, tempfile.TemporaryDirectory() as tmp:
         warm = bench_config(server.base_url, seeds=[0], max_turns=1, min_turns=1, limit_cases=1)

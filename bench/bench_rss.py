@@ -71,8 +71,8 @@ def main() -> None:
     from emobench.rundir import RunDir
     from emobench.runner import run_benchmark
 
-    cases = min(25, args.episodes)
-    seeds = -(-args.episodes // cases)
+    seeds = -(-args.episodes // 25)  # 25 of the test split's 30 cases, as many seeds as it takes
+    cases = -(-args.episodes // seeds)
     print(load_line())
     with fake_server() as server, tempfile.TemporaryDirectory() as tmp:
         warm = bench_config(server.base_url, seeds=[0], max_turns=2, min_turns=2, limit_cases=2)
@@ -106,14 +106,16 @@ def main() -> None:
     total = n * line_kb * 1024
     mid = [(size / total * n, rss) for rss, size in sampler.samples if 0.1 * total <= size <= 0.9 * total]
     per_episode_kb = 1024 * slope(mid) if len(mid) >= 3 else float("nan")
-    held = (run_peak - base) * 1024 / record_kb
+    copies = (run_peak - base) * 1024 / (record_kb * n)
     print(f"episodes: {n} x {args.turns} turns, {args.concurrency} in flight, run wall {wall:.0f} s")
     print(f"RSS before the run: {base:.0f} MB (imports, registry, warm-up)")
     print(f"peak RSS of the run: {run_peak:.0f} MB (ratio {run_peak / base:.2f} of the RSS before it)")
     print(f"RSS growth per finished episode: {per_episode_kb:.0f} KB (one episode: {line_kb:.0f} KB of JSON, "
           f"{record_kb:.0f} KB as a parsed record; ratio growth / record {per_episode_kb / record_kb:.2f})")
-    print(f"episodes held in memory at the peak: about {held:.0f} of {n} "
-          f"((peak - before) / record size; {args.concurrency} are in flight at once)")
+    # Growth per episode near one record means every finished episode stays in memory, not only
+    # the ones in flight; the post-episode stage then reads all of them back from disk.
+    print(f"episodes held in memory at the peak: {copies:.2f} x all {n} records ((peak - before) / ({n} x record); "
+          f"only {args.concurrency} are in flight at once)")
     print(f"RSS after the run returned: {after_run:.0f} MB")
     print(load_line())
 

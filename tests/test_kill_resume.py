@@ -61,30 +61,35 @@ def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path: Path) 
     }
     with FakeOpenAIServer(FakeState(latency_s=0.02)) as server:
         cfg = write_config(
-            tmp_path / "run.yaml", server.base_url, seeds=list(range(EPISODES // 2)), max_turns=6, min_turns=6, concurrency=2
+            tmp_path / "run.yaml", server.base_url, seeds=list(range(EPISODES // 2)), max_turns=4, min_turns=4, concurrency=2
         )
         runs = tmp_path / "runs"
         killed = runs / "r"
         victim = _start(env, "--config", cfg, "--out", runs, "--run-id", "r")
         reference = _start(env, "--config", cfg, "--out", runs, "--run-id", "full")
+        try:
+            _wait_for_lines(killed / "episodes.jsonl", victim, 3)
+            assert victim.poll() is None, "the run ended before it could be killed"
+            victim.send_signal(signal.SIGKILL)
+            victim.communicate(timeout=30)
+            assert victim.returncode == -signal.SIGKILL
 
-        _wait_for_lines(killed / "episodes.jsonl", victim, 3)
-        assert victim.poll() is None, "the run ended before it could be killed"
-        victim.send_signal(signal.SIGKILL)
-        victim.communicate(timeout=30)
-        assert victim.returncode == -signal.SIGKILL
+            # Every whole line is a record; at most the unterminated tail after the last newline is torn.
+            data = (killed / "episodes.jsonl").read_bytes()
+            *whole, tail = data.split(b"\n")
+            keys = [json.loads(line)["key"] for line in whole]
+            assert 3 <= len(keys) < EPISODES, "the kill did not land mid-run"
+            if tail:
+                with pytest.raises(json.JSONDecodeError):
+                    json.loads(tail)
 
-        # Every whole line is a record; at most the unterminated tail after the last newline is torn.
-        data = (killed / "episodes.jsonl").read_bytes()
-        *whole, tail = data.split(b"\n")
-        keys = [json.loads(line)["key"] for line in whole]
-        assert 3 <= len(keys) < EPISODES, "the kill did not land mid-run"
-        if tail:
-            with pytest.raises(json.JSONDecodeError):
-                json.loads(tail)
-
-        _finish(_start(env, "--resume", killed))
-        _finish(reference)
+            _finish(_start(env, "--resume", killed))
+            _finish(reference)
+        finally:
+            for proc in (victim, reference):  # a failed assertion leaves no run behind
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
 
     resumed = [json.loads(line)["key"] for line in (killed / "episodes.jsonl").read_bytes().splitlines()]
     assert len(resumed) == EPISODES and len(set(resumed)) == EPISODES  # nothing lost, nothing twice
