@@ -1,13 +1,15 @@
 """Kill test (issue 6): `emobench run` is kill -9'ed mid-run, then resumed; the result equals an
 uninterrupted run's, with no torn line kept and no episode twice.
 
-Both runs are real `python -m emobench` processes against one fake server, so they share the
-binding and therefore the config hash. The uninterrupted run goes alongside the other, to
-keep the test short: each run's scoring loads the embedding tracker, which takes seconds.
+The killed and the resumed run are real `python -m emobench` processes; the uninterrupted run
+goes in this process, through the same `run_benchmark` and `finalize_run`, while the resumed
+one works (scoring loads the embedding tracker, which takes seconds in every process). All
+use one fake server, so they share the binding and therefore the config hash.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -19,7 +21,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from emobench.runner import ROOT
+from emobench.config import load_config_data, validate_config
+from emobench.registry import load_registry
+from emobench.report import finalize_run
+from emobench.rundir import RunDir
+from emobench.runner import ROOT, run_benchmark
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState
 
@@ -66,7 +72,7 @@ def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path: Path) 
         runs = tmp_path / "runs"
         killed = runs / "r"
         victim = _start(env, "--config", cfg, "--out", runs, "--run-id", "r")
-        reference = _start(env, "--config", cfg, "--out", runs, "--run-id", "full")
+        resume: subprocess.Popen[bytes] | None = None
         try:
             _wait_for_lines(killed / "episodes.jsonl", victim, 3)
             assert victim.poll() is None, "the run ended before it could be killed"
@@ -83,11 +89,13 @@ def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path: Path) 
                 with pytest.raises(json.JSONDecodeError):
                     json.loads(tail)
 
-            _finish(_start(env, "--resume", killed))
-            _finish(reference)
+            resume = _start(env, "--resume", killed)
+            result = asyncio.run(run_benchmark(validate_config(load_config_data(cfg), cfg), runs / "full", show_progress=False))
+            finalize_run(RunDir(result.run_dir), load_registry(ROOT), result.faults)
+            _finish(resume)
         finally:
-            for proc in (victim, reference):  # a failed assertion leaves no run behind
-                if proc.poll() is None:
+            for proc in (victim, resume):  # a failed assertion leaves no run behind
+                if proc is not None and proc.poll() is None:
                     proc.kill()
                     proc.communicate()
 
