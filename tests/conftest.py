@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Provenance, Rol
 from emobench.records import RoleInfo, Sampling
 from emobench.registry import Registry, load_registry
 from emobench.runner import ROOT, _caller, load_prompts
-from tests.fake_openai import FakeOpenAIServer, FakeState
+from tests.fake_openai import FakeOpenAIServer, FakeState, Responder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -76,3 +76,24 @@ def write_config(path: Path, base_url: str, **extra: object) -> Path:
     }
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+Serve = Callable[[Responder], FakeOpenAIServer]
+
+
+@pytest.fixture(scope="module")
+def _server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(FakeState()) as server:
+        yield server
+
+
+@pytest.fixture
+def serve(_server: FakeOpenAIServer) -> Serve:
+    """One server per module (each shutdown costs half a second); a test sets its responder."""
+
+    def with_responder(responder: Responder) -> FakeOpenAIServer:
+        _server.state.responder = responder
+        _server.state.requests.clear()
+        return _server
+
+    return with_responder

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -27,8 +26,8 @@ from emobench.prompts import load_template
 from emobench.records import DirectorAction
 from emobench.registry import Case, Registry
 from emobench.runner import ROOT
-from tests.conftest import fake_caller
-from tests.fake_openai import FakeOpenAIServer, FakeState, Responder
+from tests.conftest import Serve, fake_caller
+from tests.fake_openai import FakeOpenAIServer
 
 TEMPLATE = load_template(ROOT / "prompts" / "director.j2")
 START = DirectorState(turn=3, max_turns=30, meter=45.0)
@@ -38,25 +37,6 @@ TRANSCRIPT = [
 ]
 
 
-Serve = Callable[[Responder], FakeOpenAIServer]
-
-
-@pytest.fixture(scope="module")
-def _server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(FakeState()) as server:
-        yield server
-
-
-@pytest.fixture
-def serve(_server: FakeOpenAIServer) -> Serve:
-    """One server per module (each shutdown costs half a second); a test sets its responder."""
-
-    def with_responder(responder: Responder) -> FakeOpenAIServer:
-        _server.state.responder = responder
-        _server.state.requests.clear()
-        return _server
-
-    return with_responder
 
 
 @pytest.fixture(scope="module")

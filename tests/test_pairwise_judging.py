@@ -7,7 +7,7 @@ import asyncio
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -31,8 +31,8 @@ from emobench.registry import Case, Registry
 from emobench.runner import ROOT
 from emobench.scoring.pairwise import bradley_terry_ci
 from emobench.scoring.reliability import FLIP_COLUMNS, position_flip_rate
-from tests.conftest import fake_caller
-from tests.fake_openai import FakeOpenAIServer, FakeState, Responder
+from tests.conftest import Serve, fake_caller
+from tests.fake_openai import FakeOpenAIServer, Responder
 
 TEMPLATE = load_template(ROOT / "judges" / "pairwise.j2")
 # Labels that occur nowhere in the cards, so finding one in a request means it leaked.
@@ -41,25 +41,6 @@ GOOD_MARK = "I hear how much this is costing you."
 QUALITY = {STRONG: 2, OTHER: 1, WEAK: 0}  # how many times each subject's replies say GOOD_MARK
 
 
-Serve = Callable[[Responder], FakeOpenAIServer]
-
-
-@pytest.fixture(scope="module")
-def _server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(FakeState()) as server:
-        yield server
-
-
-@pytest.fixture
-def serve(_server: FakeOpenAIServer) -> Serve:
-    """One server per module (each shutdown costs half a second); a test sets its responder."""
-
-    def with_responder(responder: Responder) -> FakeOpenAIServer:
-        _server.state.responder = responder
-        _server.state.requests.clear()
-        return _server
-
-    return with_responder
 
 
 def _episode(case: Case, subject: str, seed: int = 0, *, left: bool = False) -> Episode:
