@@ -190,6 +190,21 @@ async def raw_aiohttp(base_url: str, n: int, concurrency: int) -> None:
         await _drive(n, concurrency, call)
 
 
+async def raw_chains(base_url: str, chains: int, length: int) -> None:
+    """Plain aiohttp, ``chains`` at once, each ``length`` dependent calls: the critical-path floor."""
+    url = f"{base_url}/chat/completions"
+    requests = sample_requests()
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def chain() -> None:
+            for i in range(length):
+                body = orjson.dumps(requests[i % len(requests)])
+                async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+                    assert orjson.loads(await resp.read())["choices"][0]["message"]["content"]
+
+        await asyncio.gather(*(chain() for _ in range(chains)))
+
+
 async def raw_openai(base_url: str, n: int, concurrency: int) -> None:
     """``openai.AsyncOpenAI`` as it comes (its pool keeps 100 connections alive, above the loads here)."""
     import openai
@@ -247,7 +262,7 @@ class Recorded:
 
 
 def recorded(run_dir: Path) -> Recorded:
-    """Episode calls, then the post-episode stage's (which starts once every episode is done).
+    """Episode calls, then the post-episode judgement's (which follows the episode's last call).
 
     With one judge and no retries, each recorded call is one link of its episode's chain.
     """

@@ -3,10 +3,11 @@
 With every episode in flight at once, the run can take no less than one episode's chain of
 dependent calls: turn 1 opens with the card's message (subject, then judge), turns 2-12 add
 the simulator before them (simulator, subject, judge), the persona probe follows the last
-turn, and the post-episode holistic judgement follows once every episode is done. The ideal is
+turn, and the post-episode holistic judgement follows as soon as the episode ends. The ideal is
 that chain's length x 250 ms, counted from the records (so it follows the protocol if that
 changes); the target is wall / ideal <= 1.05. The issue's shorthand,
-12 x 3 x 250 ms, is printed beside it.
+12 x 3 x 250 ms, is printed beside it. The same number of chains of the same length then run
+through plain aiohttp against the same server: what this machine and server allow any client.
 
     HF_HUB_OFFLINE=1 python bench/bench_critical_path.py [--episodes 200] [--turns 12] [--latency 0.25]
 """
@@ -18,9 +19,10 @@ import asyncio
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from _servers import bench_config, fake_server, load_line, measure, recorded
+from _servers import bench_config, fake_server, load_line, measure, raw_chains, recorded
 
 TARGET = 1.05
 
@@ -49,10 +51,13 @@ def main() -> None:
             concurrency=n, max_concurrency=4 * n,
         )
         run_dir = Path(tmp) / "run"
+        began = time.monotonic()  # the server process stamps with the same system-wide clock
         m = measure(lambda: asyncio.run(run_benchmark(config, run_dir, show_progress=False)))
+        ended = time.monotonic()
         wall = m.wall_s
-        stats = server.stats()
+        stats = server.stats(reset=True)
         rec = recorded(run_dir)
+        plain = measure(lambda: asyncio.run(raw_chains(server.base_url, rec.episodes, rec.chain)))
 
     if stats["requests"] != rec.calls:
         sys.exit(f"the run directory records {rec.calls} calls, the server saw {stats['requests']}")
@@ -64,6 +69,10 @@ def main() -> None:
           f"{args.turns * 3 * args.latency:.2f} s)")
     print(f"critical path, run wall / ideal: {wall / ideal:.3f} (target <= {TARGET}, wall {wall:.2f} s)")
     print(f"critical path, server span / ideal: {span / ideal:.3f} (first request in to last answer out, {span:.2f} s)")
+    print(f"critical path, plain aiohttp: {rec.episodes} chains of {chain} calls, wall / ideal "
+          f"{plain.wall_s / ideal:.3f} (harness / aiohttp {wall / plain.wall_s:.3f})")
+    print(f"start-up before the first request: {stats['first_start'] - began:.2f} s; "
+          f"after the last answer: {ended - stats['last_end']:.2f} s")
     print(f"harness overhead beyond the ideal: {wall - ideal:.2f} s, {1000 * (wall - ideal) / chain:.0f} ms per link, "
           f"for {rec.episodes} episodes' calls per link")
     # Each link's calls are answered together, and one process handles them one after another:

@@ -7,14 +7,17 @@ stamped into every record produced with it; nobody has to remember to bump a num
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from emobench.errors import InputError
+
+if TYPE_CHECKING:
+    from emobench.registry import Case
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,6 +31,9 @@ class PromptTemplate:
     name: str
     version: str
     template: jinja2.Template
+    # Rendered system blocks by case content hash: they are the same on every turn of every
+    # episode of a case, and re-rendering them was a sixth of the harness's CPU per call.
+    _systems: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ref(self) -> str:
@@ -39,6 +45,14 @@ class PromptTemplate:
     def block(self, block: str, **context: Any) -> str:
         render = self.template.blocks[block]
         return "".join(render(self.template.new_context(context))).strip()
+
+
+    def case_system(self, case: Case) -> str:
+        """The "system" block for a case (its persona and scenario), rendered once per case."""
+        text = self._systems.get(case.content_hash)
+        if text is None:
+            text = self._systems[case.content_hash] = self.block("system", persona=case.persona, scenario=case.scenario)
+        return text
 
 
 @lru_cache(maxsize=64)

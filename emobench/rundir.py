@@ -77,13 +77,12 @@ class RunDir:
         return read_records(self.episodes, Episode)
 
     def done_keys(self) -> set[str]:
-        keys = set()
-        for number, line in _lines(self.episodes):
-            try:
-                keys.add(orjson.loads(line)["key"])
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                raise InputError(self.episodes, f"line {number}", "corrupt episode record") from None
-        return keys
+        """Keys of the finished episodes."""
+        return _keys(self.episodes)
+
+    def judged_keys(self) -> set[str]:
+        """Keys of the episodes whose post-episode judgement is written."""
+        return _keys(self.judgements)
 
     def repair(self) -> int:
         """Cut torn tail lines left by a crash; return the bytes removed."""
@@ -98,6 +97,16 @@ def append_line(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _keys(path: Path) -> set[str]:
+    keys = set()
+    for number, line in _lines(path):
+        try:
+            keys.add(orjson.loads(line)["key"])
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise InputError(path, f"line {number}", "corrupt record") from None
+    return keys
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:

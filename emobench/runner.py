@@ -24,9 +24,9 @@ from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.client import ChatEndpoint
 from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
-from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Provenance, RoleCaller
+from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, RoleCaller
 from emobench.errors import EndpointError, InputError
-from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
+from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
 from emobench.prompts import load_template
 from emobench.records import RoleInfo
 from emobench.registry import Case, Registry, load_registry
@@ -137,6 +137,29 @@ def in_shard(case_id: str, seed: int, shard: tuple[int, int] | None) -> bool:
     return int.from_bytes(digest, "big") % count == index
 
 
+async def _judge_leftovers(
+    rd: RunDir,
+    registry: Registry,
+    panel: Panel,
+    limits: Limits,
+    concurrency: int,
+    shard: tuple[int, int] | None,
+    console: Console,
+    unjudged: set[str],
+) -> None:
+    """Episodes an earlier, interrupted run finished but did not judge still need their
+    judgement; pairwise comparisons need every subject's episode. Only then is episodes.jsonl
+    read back: episodes finished in this run were judged as they ended."""
+    subjects = {key.rsplit("|", 2)[0] for key in rd.done_keys()}
+    if not unjudged and not (panel.config.pairwise and len(subjects) > 1):
+        return
+    episodes = [e for e in rd.read_episodes() if in_shard(e.case_id, e.seed, shard)]
+    judged = await judge_episodes(rd, episodes, registry, panel, limits, concurrency)
+    if judged:
+        console.print(f"judged {judged} episode(s) left unjudged by an earlier run, panel {panel.config.name!r}")
+    await judge_pairwise(rd, episodes, registry, panel, limits, concurrency)
+
+
 async def run_benchmark(
     config: RunConfig,
     run_dir: Path,
@@ -159,6 +182,7 @@ async def run_benchmark(
     rd.repair()
     prompts = load_prompts(root, config)
     done = rd.done_keys()
+    unjudged = done - rd.judged_keys()
     provenance = Provenance(config.split, registry_version, config.config_hash(), emobench.__version__)
     limits = config.limits()
 
@@ -192,12 +216,22 @@ async def run_benchmark(
             if f"{subject.info.label}|{case.id}|{seed}" not in done and in_shard(case.id, seed, shard)
         ]
         gate = asyncio.Semaphore(config.concurrency)
+        panel = bind_panel(config.panel, judges, root)
 
-        async def one(subject: RoleCaller, case: Case, seed: int) -> Any:
+        async def one(subject: RoleCaller, case: Case, seed: int) -> int:
             async with gate:
                 roles = EpisodeRoles(subject=subject, user=user, judges=judges, director=director)
-                return await run_episode(case, roles, prompts, seed, limits, provenance)
+                episode = await run_episode(case, roles, prompts, seed, limits, provenance)
+            # Written off the event loop (the fsync would stall every episode) and not kept after;
+            # shielded, so a run cancelled by another episode's failure still writes this one.
+            write = asyncio.ensure_future(asyncio.to_thread(rd.append_episode, episode))
+            writes.add(write)
+            write.add_done_callback(writes.discard)
+            await asyncio.shield(write)
+            await judge_finished(rd, episode, case, panel, limits)
+            return len(episode.turns)
 
+        writes: set[asyncio.Future[None]] = set()
         total = len(done) + len(jobs)
         tasks = [asyncio.create_task(one(*job)) for job in jobs]
         new = turns = 0
@@ -206,10 +240,8 @@ async def run_benchmark(
                 bar = progress.add_task("run", total=total, completed=len(done), calls=0, retries=0, turns=0)
                 try:
                     for next_done in asyncio.as_completed(tasks):
-                        episode = await next_done
-                        rd.append_episode(episode)
+                        turns += await next_done
                         new += 1
-                        turns += len(episode.turns)
                         progress.update(
                             bar,
                             advance=1,
@@ -221,15 +253,12 @@ async def run_benchmark(
                     for task in tasks:
                         task.cancel()
                     await asyncio.gather(*tasks, return_exceptions=True)
-            episodes = [e for e in rd.read_episodes() if in_shard(e.case_id, e.seed, shard)]
-            panel = bind_panel(config.panel, judges, root)
-            console.print(f"judging {len(episodes)} episode(s) with panel {config.panel.name!r}")
-            await judge_episodes(rd, episodes, registry, panel, limits, config.concurrency)
-            await judge_pairwise(rd, episodes, registry, panel, limits, config.concurrency)
+                    await asyncio.gather(*writes)  # every finished episode is on disk before we report
+            await _judge_leftovers(rd, registry, panel, limits, config.concurrency, shard, console, unjudged)
         except EndpointError as exc:
+            kept = len(rd.done_keys())
             raise EndpointError(
-                exc.endpoint,
-                f"{exc.problem}; {len(done) + new} finished episodes are kept in {rd.episodes}; rerun with --resume {rd.path}",
+                exc.endpoint, f"{exc.problem}; {kept} finished episodes are kept in {rd.episodes}; rerun with --resume {rd.path}"
             ) from None
         faults: Counter[str] = Counter()
         for client in pool.clients():

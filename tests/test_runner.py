@@ -73,7 +73,7 @@ def test_a_server_that_dies_mid_run_keeps_every_finished_episode(tmp_path: Path)
 
     def responder(body: dict[str, Any]) -> str:
         count["n"] += 1
-        if count["n"] >= 37:
+        if count["n"] >= 40:
             state.dead = True  # from now on the server drops every connection
         return default_responder(body)
 
@@ -87,10 +87,20 @@ def test_a_server_that_dies_mid_run_keeps_every_finished_episode(tmp_path: Path)
             asyncio.run(run_benchmark(config, tmp_path / "run", show_progress=False))
     rd = RunDir(tmp_path / "run")
     episodes = rd.read_episodes()
-    # 3 turns x (subject + judge) + 2 simulator turns = 8 calls per episode: 4 finish by call 37.
+    # An episode is 9 calls (3 subject, 3 judge, 2 simulator, the probe), then its holistic
+    # judgement runs beside the next episode: episodes 1-3 and their judgements take 30 calls,
+    # episode 4 ends on call 39 and its judgement meets the dead server.
     assert len(episodes) == 4
     assert len({e.key for e in episodes}) == 4
     assert "4 finished episodes are kept" in str(info.value) and "--resume" in str(info.value)
+    assert len(rd.judged_keys()) == 3
+
+    with FakeOpenAIServer(FakeState()) as server:  # back up: the resume judges episode 4 and runs the rest
+        data = load_config_data(write_config(tmp_path / "run.yaml", server.base_url, seeds=list(range(6)), concurrency=1))
+        # The endpoint URL is part of the config hash and the new server has a new port: --force.
+        config = validate_config(data, "run.yaml")
+        asyncio.run(run_benchmark(config, rd.path, resume=True, force=True, show_progress=False))
+    assert len(rd.read_episodes()) == 12 and rd.judged_keys() == rd.done_keys()  # 2 demo cases x 6 seeds
 
 
 def test_torn_tail_line_is_ignored_and_repaired(fake: FakeOpenAIServer, tmp_path: Path) -> None:

@@ -114,7 +114,7 @@ class OpenAICompatClient:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._sem = asyncio.Semaphore(max_concurrency)
         self._api_key_env = api_key_env
-        self._retry = retry or RetryPolicy()
+        self._retry_policy = retry or RetryPolicy()
         self._session: aiohttp.ClientSession | None = None
         self.stats = EndpointStats()
 
@@ -155,8 +155,8 @@ class OpenAICompatClient:
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, TransientError) and exc.retry_after is not None:
-            return min(exc.retry_after, self._retry.retry_after_cap_s)
-        jitter = wait_random_exponential(multiplier=self._retry.backoff_multiplier_s, max=self._retry.backoff_max_s)
+            return min(exc.retry_after, self._retry_policy.retry_after_cap_s)
+        jitter = wait_random_exponential(multiplier=self._retry_policy.backoff_multiplier_s, max=self._retry_policy.backoff_max_s)
         return float(jitter(state))
 
     def _count_fault(self, state: RetryCallState) -> None:
@@ -168,22 +168,12 @@ class OpenAICompatClient:
         self, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: dict[str, Any] | None = None
     ) -> Completion:
         payload = orjson.dumps({"model": self.model, **chat_params(messages, sampling, seed, response_format)})
-        attempts = 0
         async with self._sem:
             started = time.perf_counter()
             try:
-                async for attempt in AsyncRetrying(
-                    retry=retry_if_exception_type(TransientError),
-                    wait=self._wait,
-                    stop=stop_after_attempt(self._retry.attempts),
-                    after=self._count_fault,
-                    reraise=True,
-                ):
-                    with attempt:
-                        attempts += 1
-                        data = await self._post(payload)
-            except TransientError as exc:
-                raise EndpointError(self.name, f"gave up after {attempts} attempts: {exc}") from exc
+                data, attempts = await self._post(payload), 1
+            except TransientError as first:  # tenacity's per-call setup is paid only when a retry is due
+                data, attempts = await self._retry(payload, first)
             latency = time.perf_counter() - started
         self.stats.calls += 1
         choice = data["choices"][0]
@@ -196,6 +186,26 @@ class OpenAICompatClient:
             latency_s=latency,
             attempts=attempts,
         )
+
+    async def _retry(self, payload: bytes, first: TransientError) -> tuple[dict[str, Any], int]:
+        """Retry after a failed first attempt; tenacity sees that failure as its attempt 1."""
+        attempts = 0
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type(TransientError),
+                wait=self._wait,
+                stop=stop_after_attempt(self._retry_policy.attempts),
+                after=self._count_fault,
+                reraise=True,
+            ):
+                with attempt:
+                    attempts += 1
+                    if attempts == 1:
+                        raise first
+                    data = await self._post(payload)
+        except TransientError as exc:
+            raise EndpointError(self.name, f"gave up after {attempts} attempts: {exc}") from exc
+        return data, attempts
 
     async def aclose(self) -> None:
         if self._session is not None:

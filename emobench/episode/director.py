@@ -111,7 +111,7 @@ def director_messages(
         "user", transcript=transcript, state=state, p0=case.p0, p0_norm=case.p0_norm,
         next_stage=_next_stage(case, state), hidden_memories=_hidden_memories(case, state), **context,
     )
-    return [{"role": "system", "content": template.block("system", **context)}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": template.case_system(case)}, {"role": "user", "content": user}]
 
 
 def apply_action(case: Case, state: DirectorState, action: DirectorAction) -> DirectorState:

@@ -37,7 +37,7 @@ def simulator_messages(
     history holds (user_message, subject_reply) pairs; only the last message carries the
     turn's private state, so everything before it is byte-identical from turn to turn.
     """
-    messages = [{"role": "system", "content": template.block("system", persona=case.persona, scenario=case.scenario)}]
+    messages = [{"role": "system", "content": template.case_system(case)}]
     for said, reply in history:
         messages.append({"role": "assistant", "content": said})
         messages.append({"role": "user", "content": reply})

@@ -56,7 +56,7 @@ def holistic_messages(template: PromptTemplate, case: Case, episode: Episode) ->
         transcript.append({"speaker": "Assistant", "text": turn.reply})
     left_with = episode.last_user.message if episode.last_user else ""
     return [
-        {"role": "system", "content": template.block("system", **context)},
+        {"role": "system", "content": template.case_system(case)},
         {"role": "user", "content": template.block("user", transcript=transcript, left_with=left_with, **context)},
     ]
 

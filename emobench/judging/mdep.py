@@ -45,7 +45,7 @@ MDEP_FORMAT: dict[str, Any] = {
 def judge_messages(template: PromptTemplate, case: Case, transcript: list[dict[str, str]], reply: str) -> list[dict[str, str]]:
     context = {"persona": case.persona, "scenario": case.scenario}
     return [
-        {"role": "system", "content": template.block("system", **context)},
+        {"role": "system", "content": template.case_system(case)},
         {"role": "user", "content": template.block("user", transcript=transcript, reply=reply, **context)},
     ]
 

@@ -90,7 +90,7 @@ def pairwise_messages(template: PromptTemplate, case: Case, first: Episode, seco
     context = {"persona": case.persona, "scenario": case.scenario}
     conversations = [_conversation(case, first), _conversation(case, second)]
     return [
-        {"role": "system", "content": template.block("system", **context)},
+        {"role": "system", "content": template.case_system(case)},
         {"role": "user", "content": template.block("user", conversations=conversations, **context)},
     ]
 

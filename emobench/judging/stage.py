@@ -82,6 +82,12 @@ async def _judge_one(panel: Panel, case: Case, episode: Episode, limits: Limits,
     )
 
 
+async def judge_finished(out: RunDir, episode: Episode, case: Case, panel: Panel, limits: Limits) -> None:
+    """Judge one episode as soon as it ends, so judging overlaps the episodes still running."""
+    judgement = await _judge_one(panel, case, episode, limits, replay=False)
+    await asyncio.shield(asyncio.to_thread(append_line, out.judgements, judgement.model_dump_json().encode()))
+
+
 async def judge_episodes(
     out: RunDir,
     episodes: Sequence[Episode],
