@@ -259,17 +259,21 @@ class Recorded:
     calls: int
     chain: int
     roles: dict[str, int]
+    overlapped: int
 
 
 def recorded(run_dir: Path) -> Recorded:
     """Episode calls, then the post-episode judgement's (which follows the episode's last call).
 
-    With one judge and no retries, each recorded call is one link of its episode's chain.
+    With one judge and no retries, each recorded call is one link of its episode's chain, except
+    the simulator calls that run beside the judges of the turn before (before min_turns, with the
+    rule director: see the episode loop).
     """
     from emobench.records import EpisodeJudgement
     from emobench.rundir import RunDir, read_records
 
     rd = RunDir(run_dir)
+    config = rd.read_manifest()["config"]
     episodes = rd.read_episodes()
     judged = read_records(rd.judgements, EpisodeJudgement)
     longest = max(episodes, key=lambda e: len(e.calls))
@@ -279,11 +283,13 @@ def recorded(run_dir: Path) -> Recorded:
     post = max((len(j.calls) for j in judged), default=0)
     if post:
         roles["post-episode judge"] = post
+    overlapped = 0 if config["director"] else sum(1 for t in longest.turns if 1 < t.index <= config["min_turns"])
     return Recorded(
         episodes=len(episodes),
         calls=sum(len(e.calls) for e in episodes) + sum(len(j.calls) for j in judged),
-        chain=len(longest.calls) + post,
+        chain=len(longest.calls) + post - overlapped,
         roles=roles,
+        overlapped=overlapped,
     )
 
 

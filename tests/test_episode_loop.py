@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from typing import Any
 
 from emobench.episode.loop import run_episode
@@ -169,3 +170,27 @@ def test_llm_director_guidance_reaches_only_the_simulator_and_can_end(registry: 
         if k in ("subject", "mdep_verdict"):
             assert "let it out slowly" not in t
     assert [c.role for c in ep.calls].count("director") == 2
+
+
+def test_next_simulator_turn_runs_while_the_judges_read_this_one_before_min_turns(registry: Registry, prompts: Any) -> None:
+    spans: dict[str, list[tuple[float, float]]] = {"user_move": [], "mdep_verdict": []}
+
+    def slow(body: dict[str, Any]) -> str:
+        started = time.monotonic()
+        time.sleep(0.2)
+        name = body.get("response_format", {}).get("json_schema", {}).get("name")
+        if name in spans:
+            spans[name].append((started, time.monotonic()))
+        return default_responder(body)
+
+    with FakeOpenAIServer(FakeState(responder=slow)) as server:
+        ep = _run(server, registry, prompts, Limits(max_turns=5, min_turns=3))
+    sims, judges = spans["user_move"], spans["mdep_verdict"]  # simulator turns 2-5, judges of turns 1-5
+    assert len(sims) == 4 and len(judges) == 5
+    for t in (1, 2):  # before min_turns no stop rule can fire: turn t+1's simulator starts at once
+        assert sims[t - 1][0] < judges[t - 1][1]
+    for t in (3, 4):  # from min_turns on the judgement may end the episode: it is awaited first
+        assert sims[t - 1][0] >= judges[t - 1][1]
+    # The record keeps the protocol's order whatever overlapped.
+    per_turn = ["user", "subject", "judge"]
+    assert [c.role for c in ep.calls] == ["subject", "judge", *per_turn * 4, "subject"]

@@ -95,6 +95,9 @@ def _retry_after(headers: Any) -> float | None:
         return None
 
 
+_JSON: dict[str, str] = {"Content-Type": "application/json"}
+
+
 class OpenAICompatClient:
     """Chat completions against one ``base_url`` with a per-endpoint concurrency cap."""
 
@@ -119,11 +122,10 @@ class OpenAICompatClient:
         self.stats = EndpointStats()
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
         key = os.environ.get(self._api_key_env)
         if key:  # read per call from the environment only; never stored on the client
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
+            return {**_JSON, "Authorization": f"Bearer {key}"}
+        return _JSON
 
     async def _post(self, payload: bytes) -> dict[str, Any]:
         if self._session is None:

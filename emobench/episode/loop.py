@@ -6,7 +6,10 @@ and resume. Every model call made along the way is returned inside the Episode r
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from emobench.episode.director import DirectorState, apply_action, llm_director, rule_director, simulator_guidance
 from emobench.episode.probe import run_probe
@@ -18,6 +21,8 @@ from emobench.registry import Case
 from emobench.trackers.epm import EPMEngine
 
 FAILURES = ("collapse", "stagnation_regression")
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 def _now() -> str:
@@ -69,6 +74,15 @@ async def _probe(
     return await run_probe(roles.subject, prompts.probe, subject_conversation(prompts, history), seed, limits.simulator_retries)
 
 
+async def _together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Both results; when either fails (or this is cancelled) the other is cancelled too."""
+    b = asyncio.ensure_future(second)
+    try:
+        return await first, await b
+    finally:
+        b.cancel()
+
+
 async def run_episode(
     case: Case, roles: EpisodeRoles, prompts: EpisodePrompts, seed: int, limits: Limits, provenance: Provenance
 ) -> Episode:
@@ -88,11 +102,14 @@ async def run_episode(
     # Turn 1 opens with the scenario's own opening message, so every subject sees the same start.
     move: UserMove | None = UserMove(message=case.scenario.opening, meter_delta=0, inner="opening message")
 
+    ahead: tuple[UserMove | None, list[ModelCall]] | None = None  # the next simulator turn, if already run
+
     for t in range(1, limits.max_turns + 1):
         if t > 1:
-            move, sim_calls = await _simulate(
+            move, sim_calls = ahead or await _simulate(
                 roles, prompts, case, history, meter, guidance, seed, t, limits.simulator_retries
             )
+            ahead = None
             calls += sim_calls
             if move is None:
                 stop_reason = "simulator_invalid"
@@ -111,12 +128,23 @@ async def run_episode(
         calls.append(reply_call)
         reply = reply_call.text.strip()
         transcript.append({"speaker": case.persona.name, "text": move.message})
-        judgement, judge_calls = await judge_turn(
-            roles.judges, prompts.judge, case, transcript, reply, seed, t, limits.judge_retries
-        )
+        history.append((move.message, reply))
+        judging = judge_turn(roles.judges, prompts.judge, case, transcript, reply, seed, t, limits.judge_retries)
+        # The rule director reads no judgement and no stop rule applies before min_turns, so the
+        # next turn is certain: its simulator call runs while the judges read this turn. The
+        # requests are the same either way; only the waiting overlaps.
+        overlap = roles.director is None and t < min(limits.min_turns, limits.max_turns)
+        if overlap:
+            action, director_calls = rule_director(case, t, limits.reveal_every), list[ModelCall]()
+            shaped = apply_action(case, director, action)
+            ahead_guidance = simulator_guidance(case, shaped, action)
+            (judgement, judge_calls), ahead = await _together(judging, _simulate(
+                roles, prompts, case, list(history), meter, ahead_guidance, seed, t + 1, limits.simulator_retries
+            ))
+        else:
+            judgement, judge_calls = await judging
         calls += judge_calls
         transcript.append({"speaker": "Assistant", "text": reply})
-        history.append((move.message, reply))
 
         point = None
         if judgement.valid and judgement.vector is not None:
@@ -130,7 +158,8 @@ async def run_episode(
             revealed_stages=director.revealed_stages, revealed_memories=director.revealed_memories,
             resistance=director.resistance,
         )
-        action, director_calls = await _direct(roles, prompts, case, director, transcript, seed, limits)
+        if not overlap:
+            action, director_calls = await _direct(roles, prompts, case, director, transcript, seed, limits)
         calls += director_calls
         director = apply_action(case, director, action)
         guidance = simulator_guidance(case, director, action)

@@ -117,6 +117,9 @@ async def judge_turn(
     retries: int,
 ) -> tuple[TurnJudgement, list[ModelCall]]:
     messages = judge_messages(template, case, transcript, reply)
-    results = await asyncio.gather(*(_one_judge(j, messages, template, seed, turn, retries) for j in judges))
+    if len(judges) == 1:  # no task to schedule for a one-judge panel
+        results = [await _one_judge(judges[0], messages, template, seed, turn, retries)]
+    else:
+        results = await asyncio.gather(*(_one_judge(j, messages, template, seed, turn, retries) for j in judges))
     calls = [call for _, judge_calls in results for call in judge_calls]
     return aggregate([verdict for verdict, _ in results]), calls
