@@ -73,8 +73,10 @@ async def plain_load(url: str, model: str, shapes: list[tuple[int, int]], concur
                 "max_tokens": n, "min_tokens": n, "temperature": 0.7, "seed": i,
             }
             async with sem, session.post(url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as resp:
-                resp.raise_for_status()
-                await resp.read()
+                text = await resp.read()
+                if resp.status != 200:  # name the request; the server log has the rest
+                    raise SystemExit(f"plain load request {i} ({prompt_tokens} prompt tokens, {n} to generate): "
+                                     f"HTTP {resp.status} {text[:300].decode(errors='replace')}")
 
         await asyncio.gather(*(one(i, p, c) for i, (p, c) in enumerate(shapes)))
 
@@ -88,7 +90,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
     from emobench.runner import run_benchmark
 
     model = prepare_embedded_model()
-    log = tmp / "vllm.log"
+    log = Path(args.log)
     t0 = time.perf_counter()
     proc, base = launch_server(str(model), SERVED_NAME, log)
     try:
@@ -144,6 +146,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--turns", type=int, default=3)
+    ap.add_argument("--log", default=str(Path(tempfile.gettempdir()) / "emobench-bench-vllm.log"), help="the server's log")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     print(load_line(), flush=True)

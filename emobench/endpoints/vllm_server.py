@@ -33,6 +33,9 @@ def is_cpu_build() -> bool:
     return True
 
 
+CPU_MAX_MODEL_LEN = "4096"
+
+
 def server_command(model: str, served_name: str, port: int, extra_args: Sequence[str] = ()) -> list[str]:
     # The vllm console script fails next to the CPU torch; the module entry point works everywhere.
     cmd = [
@@ -53,7 +56,11 @@ def server_command(model: str, served_name: str, port: int, extra_args: Sequence
     if is_cpu_build():
         # Eager mode starts in ~60 s instead of ~250 s of compiling; the CPU backend reads
         # --gpu-memory-utilization as the share of host memory to reserve for the KV cache.
-        cmd += ["--enforce-eager", "--max-model-len", "4096", "--gpu-memory-utilization", "0.3"]
+        cmd += ["--enforce-eager", "--max-model-len", CPU_MAX_MODEL_LEN, "--gpu-memory-utilization", "0.3"]
+        # A seeded request whose prefill is split across steps makes the CPU worker rewind its
+        # sampling generator, which CPU generators cannot do: the engine dies and every request
+        # gets HTTP 500 (seen here mid-benchmark). Whole prefills only, then.
+        cmd += ["--no-enable-chunked-prefill", "--max-num-batched-tokens", CPU_MAX_MODEL_LEN]
     return cmd + list(extra_args)
 
 
