@@ -1,7 +1,7 @@
 """Benchmark: an emobench run on real vLLM (the embedded SmolLM2-135M-Instruct) against a plain load.
 
 The embedded model is served by a vLLM OpenAI server (the CPU build here). A short emobench run
-(demo split, 4 seeds, 3 turns, every episode in flight) goes through an ``openai:`` binding;
+(demo split, 2 seeds, 3 turns, every episode in flight) goes through an ``openai:`` binding;
 then, on the same server, a plain aiohttp load replays the run's calls at the same
 concurrency: one request per recorded call, with a prompt of about the same number of tokens
 and exactly as many generated tokens (``min_tokens`` = ``max_tokens``). Both are measured from
@@ -9,7 +9,7 @@ the server's own counters: generated tokens/s of the run over that of the plain 
 prefix-cache hit rate (``vllm:prefix_cache_hits_total`` / ``vllm:prefix_cache_queries_total``)
 over each.
 
-    HF_HUB_OFFLINE=1 python bench/bench_vllm.py [--seeds 4] [--turns 3]
+    HF_HUB_OFFLINE=1 python bench/bench_vllm.py [--seeds 2] [--turns 3]
 
 Slow on CPU: the server takes a minute or more to start, and the model generates some tens of
 tokens/s on 2 cores. The CPU build pins its worker to core 0 unless told otherwise; when another
@@ -144,7 +144,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--turns", type=int, default=3)
     ap.add_argument("--log", default=str(Path(tempfile.gettempdir()) / "emobench-bench-vllm.log"), help="the server's log")
     args = ap.parse_args()

@@ -107,3 +107,25 @@ def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path: Path) 
     after, uninterrupted = _scores(killed), _scores(runs / "full")
     assert not after.duplicated(SCORE_KEYS).any()
     pd.testing.assert_frame_equal(after, uninterrupted)
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_stops_the_run_cleanly_and_keeps_finished_episodes(tmp_path: Path) -> None:
+    # SIGTERM goes through the same unwinding as Ctrl-C, so servers the run started are stopped.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with FakeOpenAIServer(FakeState(latency_s=0.05)) as server:
+        cfg = write_config(tmp_path / "run.yaml", server.base_url, seeds=list(range(8)), max_turns=4, min_turns=4, concurrency=1)
+        proc = _start(env, "--config", cfg, "--out", tmp_path, "--run-id", "r")
+        try:
+            _wait_for_lines(tmp_path / "r" / "episodes.jsonl", proc, 1)
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    text = out.decode(errors="replace")
+    assert proc.returncode == 143, text[-2000:]
+    assert "terminated: finished work is kept" in text and "Traceback" not in text
+    keys = [json.loads(line)["key"] for line in (tmp_path / "r" / "episodes.jsonl").read_bytes().splitlines()]
+    assert 1 <= len(keys) < 16 and len(set(keys)) == len(keys)
