@@ -7,7 +7,7 @@ through ``openai.AsyncOpenAI`` in this process, for the ratios. Scoring (``final
 not part of the episode loop and is left out: it runs the embedding tracker (trackers are
 excepted from the target; ``bench_trackers.py`` measures them).
 
-    HF_HUB_OFFLINE=1 python bench/bench_overhead.py [--episodes 100] [--turns 12] [--profile]
+    HF_HUB_OFFLINE=1 python bench/bench_overhead.py [--episodes 200] [--turns 12] [--profile]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ TARGET_MS = 1.0
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--episodes", type=int, default=100)
+    ap.add_argument("--episodes", type=int, default=200)
     ap.add_argument("--turns", type=int, default=12)
     ap.add_argument("--concurrency", type=int, default=16, help="requests in flight (the endpoint cap)")
     ap.add_argument(
