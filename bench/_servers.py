@@ -236,6 +236,12 @@ def load_line() -> str:
     return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores"
 
 
+def episode_grid(episodes: int) -> tuple[int, int]:
+    """(cases, seeds) covering at least ``episodes``: 25 of the test split's 30 cases, as many seeds as it takes."""
+    seeds = -(-episodes // 25)
+    return -(-episodes // seeds), seeds
+
+
 def bench_config(base_url: str, **extra: Any) -> Any:
     """A RunConfig with every role on the fake server (one shared client, as with one vLLM)."""
     from emobench.config import validate_config

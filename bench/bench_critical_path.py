@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _servers import bench_config, fake_server, load_line, measure, raw_chains, recorded
+from _servers import bench_config, episode_grid, fake_server, load_line, measure, raw_chains, recorded
 
 TARGET = 1.05
 
@@ -37,8 +37,7 @@ def main() -> None:
 
     from emobench.runner import run_benchmark
 
-    seeds = -(-args.episodes // 25)  # 25 of the test split's 30 cases, as many seeds as it takes
-    cases = -(-args.episodes // seeds)
+    cases, seeds = episode_grid(args.episodes)
     print(load_line())
     with fake_server(latency_s=args.latency) as server, tempfile.TemporaryDirectory() as tmp:
         warm = bench_config(server.base_url, seeds=[0], max_turns=1, min_turns=1, limit_cases=1)

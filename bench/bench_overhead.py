@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _servers import bench_config, fake_server, load_line, measure, raw_aiohttp, raw_openai, recorded
+from _servers import bench_config, episode_grid, fake_server, load_line, measure, raw_aiohttp, raw_openai, recorded
 
 TARGET_MS = 1.0
 
@@ -41,12 +41,12 @@ def main() -> None:
 
     from emobench.runner import run_benchmark
 
-    seeds = -(-args.episodes // 25)  # 25 of the test split's 30 cases, as many seeds as it takes
+    cases, seeds = episode_grid(args.episodes)
     print(load_line())
     with fake_server() as server, tempfile.TemporaryDirectory() as tmp:
         config = bench_config(
             server.base_url, max_concurrency=args.concurrency, seeds=list(range(seeds)), max_turns=args.turns,
-            min_turns=args.turns, concurrency=64, limit_cases=-(-args.episodes // seeds),
+            min_turns=args.turns, concurrency=64, limit_cases=cases,
         )
         warm = bench_config(server.base_url, seeds=[0], max_turns=2, min_turns=2, limit_cases=2)
         # Imports, template compilation and the first connections are not per-call costs.

@@ -21,7 +21,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from _servers import bench_config, fake_server, load_line
+from _servers import bench_config, episode_grid, fake_server, load_line
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -71,8 +71,7 @@ def main() -> None:
     from emobench.rundir import RunDir
     from emobench.runner import run_benchmark
 
-    seeds = -(-args.episodes // 25)  # 25 of the test split's 30 cases, as many seeds as it takes
-    cases = -(-args.episodes // seeds)
+    cases, seeds = episode_grid(args.episodes)
     print(load_line())
     with fake_server() as server, tempfile.TemporaryDirectory() as tmp:
         warm = bench_config(server.base_url, seeds=[0], max_turns=2, min_turns=2, limit_cases=2)

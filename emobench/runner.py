@@ -146,11 +146,12 @@ async def _judge_leftovers(
     shard: tuple[int, int] | None,
     console: Console,
     unjudged: set[str],
+    subjects: set[str],
 ) -> None:
     """Episodes an earlier, interrupted run finished but did not judge still need their
     judgement; pairwise comparisons need every subject's episode. Only then is episodes.jsonl
-    read back: episodes finished in this run were judged as they ended."""
-    subjects = {key.rsplit("|", 2)[0] for key in rd.done_keys()}
+    read back: episodes finished in this run were judged as they ended. ``subjects`` are those
+    with episodes in the run directory."""
     if not unjudged and not (panel.config.pairwise and len(subjects) > 1):
         return
     episodes = [e for e in rd.read_episodes() if in_shard(e.case_id, e.seed, shard)]
@@ -254,7 +255,9 @@ async def run_benchmark(
                         task.cancel()
                     await asyncio.gather(*tasks, return_exceptions=True)
                     await asyncio.gather(*writes)  # every finished episode is on disk before we report
-            await _judge_leftovers(rd, registry, panel, limits, config.concurrency, shard, console, unjudged)
+            # Subjects on disk: those of earlier runs' episodes and of every job, all now finished.
+            on_disk = {key.rsplit("|", 2)[0] for key in done} | {subject.info.label for subject, _, _ in jobs}
+            await _judge_leftovers(rd, registry, panel, limits, config.concurrency, shard, console, unjudged, on_disk)
         except EndpointError as exc:
             kept = len(rd.done_keys())
             raise EndpointError(
