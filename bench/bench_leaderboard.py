@@ -60,7 +60,7 @@ def main() -> None:
         table = build_leaderboard([run_dir], n_boot=args.n_boot, seed=0)
         t_build, c_build = time.perf_counter() - t0, time.process_time() - c0
         t0 = time.perf_counter()
-        write_leaderboard(table, Path(tmp) / "out", html=False)
+        write_leaderboard(table, Path(tmp) / "out")
         t_write = time.perf_counter() - t0
 
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux

@@ -159,7 +159,7 @@ def run(
         rd = RunDir(result.run_dir)
         finalize_run(rd, load_registry(ROOT), result.faults)
         table = build_leaderboard([rd.path])
-        write_leaderboard(table, rd.path, html=False)
+        write_leaderboard(table, rd.path)
         render_table(table, Console())
         log.print("EPM-Q = " + " + ".join(f"{w:g}·{group.capitalize()}" for group, w in EPMQ_WEIGHTS.items()))
         totals = summary_line(rd.read_report())
@@ -190,7 +190,7 @@ def merge(
         rd = RunDir(out)
         finalize_run(rd, load_registry(ROOT))
         table = build_leaderboard([rd.path], force=force)
-        write_leaderboard(table, rd.path, html=False)
+        write_leaderboard(table, rd.path)
         render_table(table, Console())
         err().print(
             f"merged {counts['sources']} run(s): {counts['episodes']} episodes, "
@@ -225,7 +225,7 @@ def judge(
         out, faults = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force, console=log))
         finalize_run(out, load_registry(ROOT), faults, source=RunDir(run_dir))
         table = build_leaderboard([out.path], force=force)
-        write_leaderboard(table, out.path, html=False)
+        write_leaderboard(table, out.path)
         render_table(table, Console())
         log.print(f"new judgements and scores in {out.path}")
 

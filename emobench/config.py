@@ -46,7 +46,7 @@ class RoleConfig(_Config):
 
 
 class PanelConfig(_Config):
-    """The judge panel (DESIGN 5.2-5.5): which judges, which rubrics, which aggregation."""
+    """The judge panel (docs/method.md §5.2-5.5): which judges, which rubrics, which aggregation."""
 
     name: str = "inline"
     judges: list[RoleConfig] = Field(min_length=1)
@@ -64,7 +64,7 @@ class RunConfig(_Config):
     user: RoleConfig
     panel: PanelConfig
     director: RoleConfig | None = None  # an LLM director; None uses the rule director
-    probe: bool = True  # ask the subject, out of character, to infer the persona (DESIGN 5.6)
+    probe: bool = True  # ask the subject, out of character, to infer the persona (docs/method.md §5.6)
     subject_system_prompt: str | None = None  # a template name under prompts/, e.g. "companion"
     split: str = "test"
     cases: list[str] | None = None

@@ -155,7 +155,7 @@ class HolisticVerdict(Record):
 
 
 class ProbeAnswer(Record):
-    """The subject's out-of-character inference about the user (DESIGN 5.6)."""
+    """The subject's out-of-character inference about the user (docs/method.md §5.6)."""
 
     dominant_need: Axis
     threshold: Literal["low", "medium", "high"]

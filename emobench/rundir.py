@@ -1,4 +1,4 @@
-"""The run directory (DESIGN 7): manifest, append-only episodes.jsonl, scores and reports.
+"""The run directory (docs/method.md §7): manifest, append-only episodes.jsonl, scores and reports.
 
 episodes.jsonl is appended one whole line per finished episode with a single O_APPEND write
 and an fsync, so a crash can at worst leave one torn tail line, which reading ignores and

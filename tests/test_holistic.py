@@ -1,4 +1,4 @@
-"""Holistic rubric (DESIGN 5.4): parsing, retries against the fake server, mean over valid judges."""
+"""Holistic rubric (docs/method.md §5.4): parsing, retries against the fake server, mean over valid judges."""
 
 from __future__ import annotations
 

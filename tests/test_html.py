@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from emobench.publish.html import write_page
 from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
 from tests.synthetic_runs import SubjectTruth, write_run
 
@@ -34,7 +35,9 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("html")
     runs = [write_run(root / "run-1", SUBJECTS[:2], n_cases=48, seed=1),
             write_run(root / "run-2", SUBJECTS[2:], n_cases=48, seed=2, report=False)]
-    write_leaderboard(build_leaderboard(runs, n_boot=300), root / "leaderboard")
+    table = build_leaderboard(runs, n_boot=300)
+    write_leaderboard(table, root / "leaderboard")
+    write_page(table, root / "leaderboard")
     return root / "leaderboard" / "index.html"
 
 

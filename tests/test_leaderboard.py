@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from emobench.errors import InputError
 from emobench.publish import cli as publish_cli
+from emobench.publish.columns import FAMILIES
 from emobench.publish.leaderboard import (
-    FAMILIES,
     LEADERBOARD_SCHEMA,
     build_leaderboard,
     read_leaderboard,
@@ -142,7 +142,7 @@ def test_leaderboard_ci_coverage(tmp_path: Path) -> None:
 
 
 def test_parquet_reads_back_identically(table: pa.Table, tmp_path: Path) -> None:
-    write_leaderboard(table, tmp_path, html=False)
+    write_leaderboard(table, tmp_path)
     path = tmp_path / "leaderboard.parquet"
     expected = table.to_pylist()
 

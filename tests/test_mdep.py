@@ -1,4 +1,4 @@
-"""MDEP points (DESIGN 5.2): turn vectors, regression points and the judges' median level."""
+"""MDEP points (docs/method.md §5.2): turn vectors, regression points and the judges' median level."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Persona probe (DESIGN 5.6): messages, parsing, retries against the fake server, scores, and
+"""Persona probe (docs/method.md §5.6): messages, parsing, retries against the fake server, scores, and
 the spread across counterfactual sets."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""IEDR -> P0, ||P0|| and difficulty (DESIGN §5.1), by hand-computed examples and properties."""
+"""IEDR -> P0, ||P0|| and difficulty (docs/method.md §5.1), by hand-computed examples and properties."""
 
 from __future__ import annotations
 

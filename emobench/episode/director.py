@@ -1,4 +1,4 @@
-"""The director (DESIGN 4, step 6): after each turn it picks one action that shapes the story.
+"""The director (docs/method.md §4, step 6): after each turn it picks one action that shapes the story.
 
 Two directors share one action record. The rule director reveals the next hidden stage every N
 turns. The LLM director sees the hidden stages and memories, what is already revealed, the

@@ -1,4 +1,4 @@
-"""The episode loop (DESIGN 4): a pure async function of (case, roles, prompts, seed, limits).
+"""The episode loop (docs/method.md §4): a pure async function of (case, roles, prompts, seed, limits).
 
 It does no file I/O and touches no globals; the runner owns concurrency, retries, the cache
 and resume. Every model call made along the way is returned inside the Episode record.

@@ -1,4 +1,4 @@
-"""The persona probe (DESIGN 5.6): after the episode the subject is asked, out of character,
+"""The persona probe (docs/method.md §5.6): after the episode the subject is asked, out of character,
 what it inferred about the user: dominant need, empathy threshold and two Big-Five poles.
 
 The question is appended to the subject's own conversation, byte for byte as it saw it, so

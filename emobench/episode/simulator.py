@@ -47,7 +47,7 @@ def simulator_messages(
 
 
 def parse_user_move(text: str) -> UserMove:
-    """Validate the simulator's JSON; the meter delta is clamped to [-10, 10] as DESIGN says."""
+    """Validate the simulator's JSON; the meter delta is clamped to [-10, 10] as docs/method.md says."""
     # No finish_reason: a simulator reply cut at max_tokens that still parses is accepted, as it always was.
     data = load_json_object(text, None)
     message = data.get("message")

@@ -1,4 +1,4 @@
-"""Simulator audit: deterministic checks of the simulated user's fidelity (DESIGN 4, issue 4).
+"""Simulator audit: deterministic checks of the simulated user's fidelity (docs/method.md §4).
 
 It makes no model calls and is kept apart from the subject's score: a flagged episode is
 reported, never dropped. Turn 1 is the scenario card's authored opening, not simulator

@@ -1,5 +1,5 @@
 """`emobench calibrate`: rate every case of a split with an IEDR judge and report where it
-disagrees with the authored levels (DESIGN 5.1). It only reports; it changes no card."""
+disagrees with the authored levels (docs/method.md §5.1). It only reports; it changes no card."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Holistic rubric of a whole episode (DESIGN 5.4): each judge scores empathy, humanlikeness,
+"""Holistic rubric of a whole episode (docs/method.md §5.4): each judge scores empathy, humanlikeness,
 persona adaptation and coherence 1–10, each with an evidence quote.
 
 Output is validated in every case; an unparseable verdict is retried with a new seed, then

@@ -1,4 +1,4 @@
-"""IEDR judge (DESIGN 5.1): rate a case's nine initial-deficit items from its cards alone, so
+"""IEDR judge (docs/method.md §5.1): rate a case's nine initial-deficit items from its cards alone, so
 `emobench calibrate` can check the authored levels against a judge.
 
 The judge never sees the authored levels. Output is validated in every case; an invalid

@@ -1,4 +1,4 @@
-"""MDEP per-turn judgement: each judge rates the latest reply on C, A and P (DESIGN 5.2).
+"""MDEP per-turn judgement: each judge rates the latest reply on C, A and P (docs/method.md §5.2).
 
 Output is validated against the schema in every case; an unparseable verdict is retried,
 then recorded as invalid. It is never scored as 0.

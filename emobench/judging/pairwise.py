@@ -1,4 +1,4 @@
-"""Pairwise comparisons (DESIGN 5.5): a judge sees two subjects' transcripts of the same case
+"""Pairwise comparisons (docs/method.md §5.5): a judge sees two subjects' transcripts of the same case
 and seed, anonymised as "Conversation 1" and "Conversation 2", in both orders, and must name a
 winner on each holistic dimension. No ties.
 

@@ -1,4 +1,4 @@
-"""Post-episode judging (DESIGN 4, after the episode): the holistic rubric, the simulator
+"""Post-episode judging (docs/method.md §4, after the episode): the holistic rubric, the simulator
 audit and pairwise comparisons, plus the per-turn MDEP replay of a rescore.
 
 Results are appended line by line (judgements.jsonl, pairwise.jsonl) and what is already

@@ -37,7 +37,12 @@ def build(
 
     with one_line_errors():
         table = build_leaderboard(run_dirs, n_boot=n_boot, seed=seed, force=force)
-        write_leaderboard(table, out, html=html)
+        write_leaderboard(table, out)
+        if html:
+            # Imported here: matplotlib is only needed for the page, not for the table.
+            from emobench.publish.html import write_page
+
+            write_page(table, out)
     console = Console()
     render_table(table, console)
     written = "leaderboard.parquet and index.html" if html else "leaderboard.parquet"

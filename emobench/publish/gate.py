@@ -1,4 +1,4 @@
-"""The CI regression gate (DESIGN 5.7): candidate run vs baseline run, paired by case.
+"""The CI regression gate (docs/method.md §5.7): candidate run vs baseline run, paired by case.
 
 Fail only when the candidate is significantly worse (the 95% CI of candidate - baseline lies
 below zero) and the drop is larger than the tolerance. Every metric is higher-is-better.

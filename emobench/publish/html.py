@@ -7,6 +7,7 @@ can be re-rendered from a published leaderboard.parquet alone.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -14,9 +15,8 @@ import pyarrow as pa
 from markupsafe import Markup
 
 from emobench.publish import plots
-from emobench.publish.leaderboard import FAMILIES, FAMILY_TITLES
+from emobench.publish.columns import DISPLAY_COLUMNS, FAMILIES, FAMILY_TITLES, atomic_write, short_version
 from emobench.publish.provenance import read_metadata
-from emobench.publish.show import DISPLAY_COLUMNS, short_version
 
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("emobench.publish", "templates"),
@@ -85,3 +85,9 @@ def _role_rows(roles: dict[str, Any]) -> list[dict[str, Any]]:
             else:
                 rows.append({"role": role, "label": str(item), "model": "", "sampling": None})
     return rows
+
+
+def write_page(table: pa.Table, out_dir: Path) -> None:
+    """Write index.html for a leaderboard table into out_dir, atomically."""
+    page = render_html(table)
+    atomic_write(Path(out_dir) / "index.html", lambda p: p.write_text(page, encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""Leaderboard build (DESIGN 5.7, 7): merge runs, slice, bootstrap by case, write parquet + HTML.
+"""Leaderboard build (docs/method.md §5.7, 7): merge runs, slice, bootstrap by case, write parquet.
 
 A subject's score on a slice is the mean over the slice's cases of the per-case mean over
 seeds (never a best-of). CIs: one seeded bootstrap by case, resampled within each slice, shared
@@ -7,7 +7,6 @@ by every metric and subject; Wilson intervals for success rates.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,17 +19,11 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from emobench.errors import InputError
+from emobench.publish.columns import FAMILIES, atomic_write
 from emobench.publish.provenance import build_metadata, check_mergeable
 from emobench.publish.runs import METRICS, SLICE_LEVELS, Run, load_run
 from emobench.scoring.stats import bootstrap_case_means, effective_trials, wilson_interval
 
-FAMILY_TITLES = {
-    "overall": "Overall",
-    "mechanism_stress": "Mechanism stress test",
-    "persona_resilience": "Persona resilience",
-    "category": "Category",
-}
-FAMILIES = tuple(FAMILY_TITLES)
 CI = 0.95
 _CHALLENGING = ("hard", "very_hard")
 _DEFENSIVE = ("high",)
@@ -299,28 +292,11 @@ def _examples(runs: Sequence[Run], ep: _Episodes, table: pa.Table) -> dict[str, 
     return out
 
 
-def write_leaderboard(table: pa.Table, out_dir: Path, *, html: bool = True) -> None:
-    """Write leaderboard.parquet (and index.html) into out_dir, each file atomically."""
+def write_leaderboard(table: pa.Table, out_dir: Path) -> None:
+    """Write leaderboard.parquet into out_dir atomically (the page: emobench.publish.html.write_page)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _atomic(out_dir / "leaderboard.parquet", lambda p: pq.write_table(table, p))
-    if html:
-        # Imported here: matplotlib is only needed for the page, not for the table.
-        from emobench.publish.html import render_html
-
-        page = render_html(table)
-        _atomic(out_dir / "index.html", lambda p: p.write_text(page, encoding="utf-8"))
-
-
-def _atomic(target: Path, write: Any) -> None:
-    # A sibling temp file then a rename: readers never see half a file. Created by the writer,
-    # not mkstemp, so it gets the usual umask permissions of a published file.
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_write(out_dir / "leaderboard.parquet", lambda p: pq.write_table(table, p))
 
 
 def read_leaderboard(path: Path) -> pa.Table:

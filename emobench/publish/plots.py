@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from emobench.publish.leaderboard import FAMILY_TITLES
+from emobench.publish.columns import FAMILY_TITLES
 
 _STYLE: dict[Any, Any] = {
     "svg.fonttype": "none",  # keep text as text: smaller, selectable, crisp

@@ -1,4 +1,4 @@
-"""Read a run directory (DESIGN 7) for publishing: manifest, scores, optional pairwise and report.
+"""Read a run directory (docs/method.md §7) for publishing: manifest, scores, optional pairwise and report.
 
 Every problem is an InputError naming the file and the field, so the CLI prints one line.
 """

@@ -14,20 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from emobench.errors import InputError
-from emobench.publish.leaderboard import FAMILY_TITLES
+from emobench.publish.columns import DISPLAY_COLUMNS, FAMILY_TITLES, short_version
 from emobench.publish.provenance import read_metadata
-
-# (column, header, scale, digits) for the HTML page; scale 100 shows a percentage.
-DISPLAY_COLUMNS = (
-    ("epmq", "EPM-Q", 1.0, 1),
-    ("success_rate", "Success %", 100.0, 1),
-    ("final_meter", "Meter", 1.0, 1),
-    ("empathy", "Empathy", 1.0, 2),
-    ("humanlikeness", "Humanlike", 1.0, 2),
-    ("persona_adaptation", "Persona adapt.", 1.0, 2),
-    ("coherence", "Coherence", 1.0, 2),
-    ("bt_rating", "BT rating", 1.0, 0),
-)
 
 
 @dataclass
@@ -93,12 +81,6 @@ def _columns(rows: list[dict[str, Any]], family: str, width: int) -> list[_Col]:
         if sum(c.width for c in cols.values()) > width:
             cols[name] = metric(name, False)
     return list(cols.values())
-
-
-def short_version(value: Any) -> str:
-    """Content hashes abbreviated to 12 characters; lists (a forced merge) joined."""
-    values = value if isinstance(value, list) else [value]
-    return ", ".join(v[:12] if isinstance(v, str) and len(v) > 16 else str(v) for v in values)
 
 
 def render_table(table: pa.Table, console: Console, slice_family: str = "overall") -> None:

@@ -28,7 +28,7 @@ TRAITS: tuple[Trait, ...] = (
     "openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism",
 )
 
-# DESIGN §5.1: points per level step, by item kind (level 0 scores 0).
+# docs/method.md §5.1: points per level step, by item kind (level 0 scores 0).
 ITEM_STEP: dict[str, int] = {
     "C1": 2, "C2": 2, "C3": 3,
     "A1": 2, "A2": 4, "A3": 3,

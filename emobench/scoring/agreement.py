@@ -1,4 +1,4 @@
-"""Judge reliability for a run (DESIGN 5.7): Krippendorff's alpha per MDEP item and rubric
+"""Judge reliability for a run (docs/method.md §5.7): Krippendorff's alpha per MDEP item and rubric
 dimension, the pairwise position-flip rate, and Spearman(judge Empathy, EPM energy)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""EPM-Q (DESIGN 5.4): nine indices in three groups, from an episode's EPM trajectory.
+"""EPM-Q (docs/method.md §5.4): nine indices in three groups, from an episode's EPM trajectory.
 
-The formulas are fixed by DESIGN, with our two fixes: every index is clipped to [0, 100], and
+The formulas are fixed in docs/method.md, with our two fixes: every index is clipped to [0, 100], and
 Tau is 0 unless the path moved toward the goal, (P_T - P0).u > 0.
 """
 

@@ -1,4 +1,4 @@
-"""Per-turn MDEP points (DESIGN 5.2): judge levels -> the EPM turn vector v_t = (C, A, P)."""
+"""Per-turn MDEP points (docs/method.md §5.2): judge levels -> the EPM turn vector v_t = (C, A, P)."""
 
 from __future__ import annotations
 

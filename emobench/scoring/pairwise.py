@@ -1,4 +1,4 @@
-"""Bradley-Terry ratings from pairwise verdicts, with case-resampled bootstrap CIs (DESIGN 5.5).
+"""Bradley-Terry ratings from pairwise verdicts, with case-resampled bootstrap CIs (docs/method.md §5.5).
 
 Model: P(i beats j) = s_i / (s_i + s_j), fitted by maximum likelihood on theta = ln s.
 Regulariser: every subject also plays PRIOR_GAMES virtual games, half won and half lost,

@@ -1,4 +1,4 @@
-"""Persona-probe scores (DESIGN 5.6): the subject's inferences against the hidden card, and how
+"""Persona-probe scores (docs/method.md §5.6): the subject's inferences against the hidden card, and how
 success and EPM-Q vary across each counterfactual set (one scenario, several personas)."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def counterfactual_spread(df: pd.DataFrame) -> pd.DataFrame:
     per-persona success rate and mean EPM-Q (min, max and range = max − min).
 
     Per persona, episodes are first averaged over seeds within a case and then over cases, as
-    every split score is (DESIGN 5.7). Rows outside any counterfactual set are ignored; a null
+    every split score is (docs/method.md §5.7). Rows outside any counterfactual set are ignored; a null
     EPM-Q is left out of the mean.
     """
     columns = ["subject", "counterfactual_set", "n_personas",

@@ -1,4 +1,4 @@
-"""Judge reliability statistics reported with every run (DESIGN 5.7)."""
+"""Judge reliability statistics reported with every run (docs/method.md §5.7)."""
 
 from __future__ import annotations
 

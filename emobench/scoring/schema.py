@@ -31,7 +31,7 @@ SCORES_SCHEMA = pa.schema(
         ("success", pa.bool_()),
         ("turns_to_success", pa.int64()),  # null unless success
         ("failure_type", pa.string()),  # collapse|stagnation_regression|null
-        # EPM-Q (DESIGN 5.4), all in [0, 100]
+        # EPM-Q (docs/method.md §5.4), all in [0, 100]
         ("epmq", _f64),
         ("outcome", _f64),
         ("efficiency", _f64),
@@ -57,7 +57,7 @@ SCORES_SCHEMA = pa.schema(
         ("humanlikeness", _f64),
         ("persona_adaptation", _f64),
         ("coherence", _f64),
-        # persona probe (DESIGN 5.6): accuracy in [0, 1], null when not run or never valid
+        # persona probe (docs/method.md §5.6): accuracy in [0, 1], null when not run or never valid
         ("probe_accuracy", _f64),
         ("probe_need_correct", pa.bool_()),
         # embedding emotion tracker over the user turns

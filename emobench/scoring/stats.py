@@ -1,4 +1,4 @@
-"""Aggregate statistics (DESIGN 5.7): bootstrap by case, Wilson intervals, paired gate statistics.
+"""Aggregate statistics (docs/method.md §5.7): bootstrap by case, Wilson intervals, paired gate statistics.
 
 Everything here is pure numpy over per-case values; callers reduce episodes to per-case
 means over seeds first. Missing values are NaN and drop out of every mean.

@@ -1,4 +1,4 @@
-"""The EPM engine (DESIGN 5.3): the user's empathy deficit as a point moving in (C, A, P) space.
+"""The EPM engine (docs/method.md §5.3): the user's empathy deficit as a point moving in (C, A, P) space.
 
 P_0 is the case's initial deficit; each judged turn adds its MDEP vector v_t. The ideal
 direction u = -P0/|P0| points from P0 at the origin. Pure arithmetic, no I/O.
@@ -138,12 +138,12 @@ class EPMEngine:
         return None
 
     def _succeeded(self) -> bool:
-        # Each test is the DESIGN inequality multiplied through by |P0| > 0:
+        # Each test is the docs/method.md inequality multiplied through by |P0| > 0:
         #   |P_t| <= eps_dist  <=>  |P_t|^2 <= 0.05^2 |P0|^2
         #   P_t.u >= -eps_dir  <=>  P_t.q >= -0.05 |P0|^2
         #   E >= eps_E         <=>  (P_t - P0).q >= |P0|^2   (since E = (P_t - P0).u)
         # E = P_t.u + |P0|, so `worked` means P_t.u >= 0 and already implies `crossed`; the
-        # clause is kept as DESIGN states it, and the tests pin the equivalence.
+        # clause is kept as docs/method.md states it, and the tests pin the equivalence.
         p, p0, q, n2 = self._path[-1], self._p0, self._q, self._n2
         near = _dot(p, p) <= EPS_FRACTION**2 * n2
         crossed = _dot(p, q) >= -EPS_FRACTION * n2

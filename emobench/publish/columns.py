@@ -1,0 +1,46 @@
+"""What every published view shares: slice families, displayed columns, version labels, and the
+atomic file write. Kept apart so the table, terminal, plot and page modules import only down."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+FAMILY_TITLES = {
+    "overall": "Overall",
+    "mechanism_stress": "Mechanism stress test",
+    "persona_resilience": "Persona resilience",
+    "category": "Category",
+}
+FAMILIES = tuple(FAMILY_TITLES)
+
+# (column, header, scale, digits) for the terminal and the page; scale 100 shows a percentage.
+DISPLAY_COLUMNS = (
+    ("epmq", "EPM-Q", 1.0, 1),
+    ("success_rate", "Success %", 100.0, 1),
+    ("final_meter", "Meter", 1.0, 1),
+    ("empathy", "Empathy", 1.0, 2),
+    ("humanlikeness", "Humanlike", 1.0, 2),
+    ("persona_adaptation", "Persona adapt.", 1.0, 2),
+    ("coherence", "Coherence", 1.0, 2),
+    ("bt_rating", "BT rating", 1.0, 0),
+)
+
+
+def short_version(value: Any) -> str:
+    """Content hashes abbreviated to 12 characters; lists (a forced merge) joined."""
+    values = value if isinstance(value, list) else [value]
+    return ", ".join(v[:12] if isinstance(v, str) and len(v) > 16 else str(v) for v in values)
+
+
+def atomic_write(target: Path, write: Callable[[Path], Any]) -> None:
+    # A sibling temp file then a rename: readers never see half a file. Created by the writer,
+    # not mkstemp, so it gets the usual umask permissions of a published file.
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
