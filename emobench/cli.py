@@ -130,6 +130,7 @@ def run(
         from emobench.rundir import RunDir
         from emobench.runner import ROOT, run_benchmark
         from emobench.scoring.epmq import EPMQ_WEIGHTS
+        from emobench.scoring.invalid_outputs import invalid_summary
 
         source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
         base = RunDir(resume).read_manifest()["config"] if resume and config is None else load_config_data(source)
@@ -162,8 +163,9 @@ def run(
         write_leaderboard(table, rd.path)
         render_table(table, Console())
         log.print("EPM-Q = " + " + ".join(f"{w:g}·{group.capitalize()}" for group, w in EPMQ_WEIGHTS.items()))
-        totals = summary_line(rd.read_report())
-        log.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {totals} · {rd.path}")
+        report = rd.read_report()
+        log.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {summary_line(report)} · {rd.path}")
+        log.print(invalid_summary(report))
 
     with one_line_errors():
         go()

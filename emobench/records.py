@@ -41,6 +41,7 @@ class ModelCall(Record):
     finish_reason: str | None = None
     text: str = ""
     error: str | None = None  # set when the output failed validation
+    structured_output: str | None = None  # "portable" or "bounded" when a schema was sent
 
 
 class UserMove(Record):
@@ -109,6 +110,7 @@ class RoleInfo(Record):
     model: str
     endpoint: str
     sampling: Sampling
+    structured_output: str = "portable"  # which form structured requests take (endpoints/structured.py)
 
 
 class Episode(Record):

@@ -18,6 +18,7 @@ from emobench.registry import Registry
 from emobench.rundir import RunDir, read_records
 from emobench.scoring.agreement import reliability
 from emobench.scoring.episode_scores import score_episode, scores_table
+from emobench.scoring.invalid_outputs import invalid_output_rates
 from emobench.scoring.probe import counterfactual_spread
 from emobench.scoring.replay import rejudged
 from emobench.trackers.embedding import EmotionTracker
@@ -118,6 +119,7 @@ def finalize_run(
         "stop_reasons": dict(stops),
         "invalid_judgements": invalid,
         "unscored_episodes": sum(r["epmq"] is None for r in rows),
+        "invalid_outputs": invalid_output_rates(episodes, judgements.values()),
         "reliability": reliability(scored, list(judgements.values()), judges, scores, frame),
         "audit": {"flags": dict(audit), "flagged_episodes": sum(bool(j.audit) for j in judgements.values())},
         "counterfactual_spread": _spread(scores, registry),

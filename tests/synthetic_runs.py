@@ -40,6 +40,14 @@ class SubjectTruth:
     epmq: float = 60.0  # population mean EPM-Q when fragility is 0
     success: float = 0.5  # population success rate
     fragility: float = 0.0  # EPM-Q lost on a challenging case, and again on a defensive persona
+    simulator_invalid: float = 0.0  # share of episodes ended by an invalid simulated user
+
+
+def _stop_reasons(subjects: Sequence[SubjectTruth], s_idx: np.ndarray, success: np.ndarray, run_id: str) -> np.ndarray:
+    # Its own stream, so the other draws of a run stay what they were.
+    draw = np.random.default_rng([len(run_id), 7]).random(s_idx.size)
+    share = np.array([s.simulator_invalid for s in subjects])[s_idx]
+    return np.where(draw < share, "simulator_invalid", np.where(success, "success", "max_turns"))
 
 
 def expected_epmq(truth: SubjectTruth) -> float:
@@ -169,7 +177,7 @@ def write_run(
         "n_turns": pa.array(n_turns.astype(np.int64)),
         "n_judged_turns": pa.array(n_turns.astype(np.int64)),
         "n_invalid_judgements": pa.array(np.zeros(n, dtype=np.int64)),
-        "stop_reason": pa.array(np.where(success, "success", "max_turns")),
+        "stop_reason": pa.array(_stop_reasons(subjects, s_idx, success, run_id)),
         "success": pa.array(success),
         "turns_to_success": pa.array(n_turns.astype(np.int64), mask=~success),
         "epmq": pa.array(epmq),

@@ -13,6 +13,7 @@ from emobench.endpoints.cache import CachedEndpoint, ResponseCache
 from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient, RetryPolicy
 from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model
 from emobench.endpoints.litellm_client import LiteLLMClient
+from emobench.endpoints.structured import VLLM_BOUNDED_SERVER_ARGS, BoundedEndpoint, StructuredForm
 from emobench.endpoints.vllm_server import vllm_server
 from emobench.records import RoleInfo
 
@@ -31,7 +32,8 @@ class EndpointPool:
         if model not in self._servers:
             path, served = (str(prepare_embedded_model()), SERVED_NAME) if model == EMBEDDED else (model, model)
             slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", served)
-            base = await self._stack.enter_async_context(vllm_server(path, served, self._log_dir / f"vllm-{slug}.log"))
+            log = self._log_dir / f"vllm-{slug}.log"
+            base = await self._stack.enter_async_context(vllm_server(path, served, log, extra_args=VLLM_BOUNDED_SERVER_ARGS))
             self._servers[model] = (base, served)
         return self._servers[model]
 
@@ -48,6 +50,7 @@ class EndpointPool:
         binding: Binding = parse_binding(role.binding)
         cap, timeout, key_env = role.max_concurrency, role.timeout_s, role.api_key_env
         retry = RetryPolicy(attempts=role.retries + 1)
+        form: StructuredForm = "portable"
         if binding.kind == "vllm":
             base, served = await self._vllm(binding.model)
             client = self._client(
@@ -55,6 +58,8 @@ class EndpointPool:
                 binding.spec,
                 lambda: OpenAICompatClient(base, served, max_concurrency=cap, timeout_s=timeout, retry=retry),
             )
+            # emobench started this server with a grammar backend that enforces the bounded form.
+            client, form = BoundedEndpoint(client), "bounded"
             endpoint = f"{binding.spec} ({base})"
         elif binding.kind == "openai" and len(binding.base_urls) == 1:
             url = binding.base_urls[0]
@@ -80,7 +85,9 @@ class EndpointPool:
                 ),
             )
             endpoint = binding.spec
-        return client, RoleInfo(label=role.name, model=client.model, endpoint=endpoint, sampling=role.sampling)
+        return client, RoleInfo(
+            label=role.name, model=client.model, endpoint=endpoint, sampling=role.sampling, structured_output=form
+        )
 
     def clients(self) -> list[ChatEndpoint]:
         return list(self._clients.values())

@@ -67,6 +67,7 @@ class RoleCaller:
             cached=done.cached,
             finish_reason=done.finish_reason,
             text=done.text,
+            structured_output=self.info.structured_output if response_format is not None else None,
         )
 
     async def ask_valid(

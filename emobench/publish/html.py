@@ -18,6 +18,9 @@ from emobench.publish import plots
 from emobench.publish.columns import DISPLAY_COLUMNS, FAMILIES, FAMILY_TITLES, atomic_write, short_version
 from emobench.publish.provenance import read_metadata
 
+# Above this share of episodes ended by an invalid simulated user, the page warns.
+SIMULATOR_INVALID_LIMIT = 0.1
+
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("emobench.publish", "templates"),
     autoescape=jinja2.select_autoescape(["html", "j2"]),
@@ -71,6 +74,8 @@ def render_html(table: pa.Table) -> str:
         reliability=meta.get("reliability", {}),
         role_rows=role_rows,
         colors=colors,
+        sim_invalid_limit=SIMULATOR_INVALID_LIMIT,
+        sim_invalid_subjects=[r["subject"] for r in overall if r["simulator_invalid_rate"] > SIMULATOR_INVALID_LIMIT],
     )
 
 

@@ -44,6 +44,9 @@ LEADERBOARD_SCHEMA = pa.schema(
         *_ci_fields("bt_rating"),
         pa.field("n_cases", pa.int64(), nullable=False),
         pa.field("n_episodes", pa.int64(), nullable=False),
+        # Share of the episodes ended because the simulated user's output stayed invalid: a
+        # high value means the run measured the simulator, not the subject.
+        pa.field("simulator_invalid_rate", pa.float64(), nullable=False),
     ]
 )
 
@@ -59,6 +62,7 @@ class _Episodes:
     case_attr: dict[str, NDArray[Any]]  # per case: category, dominant_axis, difficulty, threshold
     success: NDArray[np.float64]
     metrics: NDArray[np.float64]  # (n_episodes, len(METRICS))
+    simulator_invalid: NDArray[np.float64]  # 1.0 where the episode stopped on simulator_invalid
     run_of: NDArray[np.intp]  # index of the episode's run
     row_in_run: NDArray[np.intp]  # its row in that run's scores
 
@@ -79,6 +83,7 @@ def build_leaderboard(
     # Per (subject, case) means over seeds; NaN where a subject has no value for a case.
     key = ep.subj * c_n + ep.case
     n_eps = np.bincount(key, minlength=s_n * c_n).reshape(s_n, c_n).astype(np.float64)
+    sim_invalid = np.bincount(key, weights=ep.simulator_invalid, minlength=s_n * c_n).reshape(s_n, c_n)
     per_case = np.stack([_cell_mean(key, ep.metrics[:, m], s_n * c_n) for m in range(len(METRICS))])
     per_case = per_case.reshape(len(METRICS), s_n, c_n)
     success = _cell_mean(key, ep.success, s_n * c_n).reshape(s_n, c_n)
@@ -98,6 +103,7 @@ def build_leaderboard(
         onehot[np.arange(c_n), codes] = 1.0
         cases_in = (n_eps > 0).astype(np.float64) @ onehot  # (S, strata)
         eps_in = n_eps @ onehot
+        sim_invalid_in = sim_invalid @ onehot
         p, p_lo, p_hi = _success_interval(success, success_eps, onehot)
         point, lo, hi = (a.reshape(len(labels), len(METRICS), s_n) for a in
                          (est.point, est.lo, est.hi))
@@ -115,6 +121,7 @@ def build_leaderboard(
                     columns[m + name].append(arr[k, i, sel])
             columns["n_cases"].append(cases_in[sel, k])
             columns["n_episodes"].append(eps_in[sel, k])
+            columns["simulator_invalid_rate"].append(sim_invalid_in[sel, k] / eps_in[sel, k])
 
     table = _to_table(columns, _bradley_terry(runs, n_boot, seed))
     meta = build_metadata(
@@ -183,8 +190,10 @@ def _merge(runs: Sequence[Run]) -> _Episodes:
 
     metrics = np.stack([floats(m) for m in METRICS], axis=1)
     row_in_run = np.concatenate([np.arange(t.num_rows) for t in tables])
+    stops = pa.chunked_array([t.column("stop_reason") for t in tables])
+    sim_invalid = pc.equal(stops, "simulator_invalid").to_numpy(zero_copy_only=False)
     return _Episodes(subjects, cases, subj, case, case_attr, floats("success"), metrics,
-                     run_of, row_in_run)
+                     np.nan_to_num(sim_invalid.astype(np.float64)), run_of, row_in_run)
 
 
 def _strings(tables: Sequence[pa.Table], name: str) -> pa.ChunkedArray:

@@ -25,7 +25,7 @@ SLICE_LEVELS: dict[str, tuple[str, ...]] = {
 }
 SCORE_COLUMNS = (
     "subject", "case_id", "seed", "category", "dominant_axis", "difficulty", "threshold",
-    "success", *METRICS, "registry_version",
+    "success", *METRICS, "registry_version", "stop_reason",
 )
 _MANIFEST_KEYS = ("run_id", "registry_version", "prompt_versions", "roles")
 _PAIRWISE_COLUMNS = ("case_id", "subject_a", "subject_b", "winner")
