@@ -61,6 +61,9 @@ def test_field_bounds_come_from_the_data_file() -> None:
     assert schema["properties"]["message"]["maxLength"] == 300
     assert schema["properties"]["inner"]["maxLength"] == 100
     assert schema["properties"]["message"]["minLength"] == 1  # what the schema had stays
+    mdep = bounded_format(MDEP_FORMAT)["json_schema"]["schema"]["properties"]
+    assert all(mdep[axis]["properties"]["evidence"]["minLength"] == 1 for axis in "CAP")
+    assert "minLength" not in mdep["C"]["properties"]["reason"]
 
 
 _text = st.text(max_size=400)
@@ -110,3 +113,47 @@ def test_bounded_requests_reach_the_server_and_the_record_says_so(
     forms = {(c.role, c.structured_output) for c in episode.calls}
     assert ("user", "bounded") in forms and ("judge", "portable") in forms
     assert ("subject", None) in forms  # free text: no schema sent, no form recorded
+
+
+def _worst_case_tokens(fmt: dict[str, Any]) -> int:
+    """A generous token count for the longest object the bounded schema allows.
+
+    Prose at 3 characters a token (English runs nearer 4), JSON punctuation and keys at 2.5 (the
+    embedded tokenizer packs `{"dominant_need":"` into 6 tokens).
+    """
+    prose = 0
+
+    def fill(schema: dict[str, Any]) -> Any:
+        nonlocal prose
+        if "enum" in schema:
+            return max(schema["enum"], key=lambda v: len(json.dumps(v)))
+        kind = schema.get("type")
+        if kind == "object":
+            return {k: fill(v) for k, v in schema["properties"].items()}
+        if kind == "array":
+            return [fill(schema["items"]) for _ in range(schema.get("maxItems", schema.get("minItems", 1)))]
+        if kind == "string":
+            prose += schema["maxLength"]
+            return ""
+        return 10 if kind == "integer" else True
+
+    skeleton = json.dumps(fill(bounded_format(fmt)["json_schema"]["schema"]), separators=(",", ":"))
+    return int(prose / 3 + len(skeleton) / 2.5)
+
+
+def test_demo_budgets_cover_a_whole_object_at_the_bounds() -> None:
+    import yaml
+
+    from emobench.runner import ROOT
+
+    config = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    panel = yaml.safe_load((ROOT / config["panel"]).read_text())
+    budgets = {
+        "subject": (config["subjects"][0]["sampling"]["max_tokens"], [PROBE_FORMAT]),
+        "user": (config["user"]["sampling"]["max_tokens"], [USER_MOVE_FORMAT]),
+        "judge": (panel["judges"][0]["sampling"]["max_tokens"], [MDEP_FORMAT, HOLISTIC_FORMAT, PAIRWISE_FORMAT]),
+    }
+    for role, (max_tokens, formats) in budgets.items():
+        for fmt in formats:
+            need = _worst_case_tokens(fmt)
+            assert max_tokens >= need, f"{role}: max_tokens {max_tokens} < {need} for {fmt['json_schema']['name']}"

@@ -36,9 +36,9 @@ VLLM_BOUNDED_SERVER_ARGS = (
 
 
 @functools.cache
-def _bounds() -> tuple[int, Mapping[str, int]]:
+def _bounds() -> tuple[int, Mapping[str, int], Mapping[str, int]]:
     data = yaml.safe_load(BOUNDS_FILE.read_text(encoding="utf-8"))
-    return int(data["default_max_chars"]), dict(data["fields"])
+    return int(data["default_max_chars"]), dict(data["fields"]), dict(data.get("min_chars") or {})
 
 
 def _bound(schema: Any, name: str | None) -> Any:
@@ -51,9 +51,11 @@ def _bound(schema: Any, name: str | None) -> Any:
         out["properties"] = {prop: _bound(sub, prop) for prop, sub in schema["properties"].items()}
     if "items" in schema:
         out["items"] = _bound(schema["items"], name)
-    if schema.get("type") == "string" and "enum" not in schema and "maxLength" not in schema:
-        default, fields = _bounds()
-        out["maxLength"] = fields.get(name or "", default)
+    if schema.get("type") == "string" and "enum" not in schema:
+        default, fields, minimum = _bounds()
+        out.setdefault("maxLength", fields.get(name or "", default))
+        if name in minimum:
+            out["minLength"] = max(out.get("minLength", 0), minimum[name])
     return out
 
 
