@@ -54,7 +54,7 @@ def _bound(schema: Any, name: str | None) -> Any:
     if schema.get("type") == "string" and "enum" not in schema:
         default, fields, minimum = _bounds()
         out.setdefault("maxLength", fields.get(name or "", default))
-        if name in minimum:
+        if name is not None and name in minimum:
             out["minLength"] = max(out.get("minLength", 0), minimum[name])
     return out
 
