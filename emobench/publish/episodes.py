@@ -17,12 +17,12 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from emobench.errors import InputError
-from emobench.records import AuditFlag, Episode, EpisodeJudgement, HolisticVerdict, ProbeAnswer, TurnJudgement
+from emobench.records import AuditFlag, Axis, Episode, EpisodeJudgement, HolisticVerdict, ProbeAnswer, TurnJudgement
 from emobench.registry import Case
 from emobench.rundir import RunDir, read_records
 from emobench.scoring.replay import rejudged
 
-AXES = ("C", "A", "P")
+AXES: tuple[Axis, ...] = ("C", "A", "P")
 SORT_KEYS = ("key", "case", "subject", "seed", "epmq", "meter", "turns")
 _SCORE_FIELDS = ("epmq", "success", "final_meter", "empathy", "audit_flags")
 
@@ -223,7 +223,7 @@ def _row(ep: Episode, score: dict[str, Any], judgement: EpisodeJudgement | None)
     )
 
 
-def _levels(levels: dict[str, int], valid: bool) -> tuple[int | None, ...]:
+def _levels(levels: dict[Axis, int], valid: bool) -> tuple[int | None, ...]:
     return tuple(levels.get(a) if valid else None for a in AXES)
 
 
@@ -234,9 +234,9 @@ def _turn_judges(judgement: TurnJudgement) -> tuple[JudgeLevels, ...]:
         out.append(JudgeLevels(
             judge=v.judge,
             valid=v.valid and bool(axes),
-            progress=tuple(axes[a].progress for a in AXES) if len(axes) == 3 else None,  # type: ignore[index]
-            regression=tuple(axes[a].regression for a in AXES) if len(axes) == 3 else None,  # type: ignore[index]
-            evidence=tuple(_evidence(axes[a].evidence, axes[a].reason) if a in axes else "" for a in AXES),  # type: ignore[index]
+            progress=tuple(axes[a].progress for a in AXES) if len(axes) == 3 else None,
+            regression=tuple(axes[a].regression for a in AXES) if len(axes) == 3 else None,
+            evidence=tuple(_evidence(axes[a].evidence, axes[a].reason) if a in axes else "" for a in AXES),
             error=v.error,
         ))
     return tuple(out)
@@ -296,7 +296,7 @@ def probe_lines(answer: ProbeAnswer | None, card: Case | None) -> tuple[ProbeLin
         ("threshold", answer.threshold if answer else None, persona.threshold if persona else None),
     ]
     traits = list(answer.big_five) if answer else []
-    lines += [(f"big five: {t}", answer.big_five[t] if answer else None,  # type: ignore[index]
+    lines += [(f"big five: {t}", answer.big_five[t] if answer else None,
                persona.big_five.get(t) if persona else None) for t in traits]  # type: ignore[call-overload]
     if answer is None and persona is None:
         return ()

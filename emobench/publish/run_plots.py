@@ -36,7 +36,7 @@ def summary_plot(episodes: list[dict[str, Any]], colors: dict[str, str]) -> str:
         box_ax, meter_ax, dist_ax = fig.subplots(1, 3)
         scores = [[e["q"] for e in by[s] if e["q"] is not None] for s in subjects]
         if any(scores):
-            parts = box_ax.boxplot([v or [np.nan] for v in scores], vert=False, widths=0.5, patch_artist=True,
+            parts = box_ax.boxplot([v or [np.nan] for v in scores], orientation="horizontal", widths=0.5, patch_artist=True,
                                    showfliers=False)
             for patch, s in zip(parts["boxes"], subjects, strict=True):
                 patch.set(facecolor=colors[s], alpha=0.35)
@@ -49,8 +49,10 @@ def summary_plot(episodes: list[dict[str, Any]], colors: dict[str, str]) -> str:
         for s in subjects:
             x, m = _mean_by_turn([[t[5] for t in e["t"]] for e in by[s]])
             meter_ax.plot(x + 1, m, color=colors[s], lw=1.6, label=s)
-            paths = [[float(np.linalg.norm(e["p0"]))] + [None if t[11] is None else float(np.linalg.norm(t[11]))
-                                                         for t in e["t"]] for e in by[s]]
+            paths: list[list[float | None]] = [
+                [float(np.linalg.norm(e["p0"])), *(None if t[11] is None else float(np.linalg.norm(t[11])) for t in e["t"])]
+                for e in by[s]
+            ]
             x, d = _mean_by_turn(paths)
             dist_ax.plot(x, d, color=colors[s], lw=1.6, label=s)
         meter_ax.set(xlabel="turn", ylabel="meter", ylim=(0, 100), title="mean meter")

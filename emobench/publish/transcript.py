@@ -97,7 +97,7 @@ def _ending(ep: EpisodeView, evidence: bool) -> list[RenderableType]:
     success_turn = f" at turn {ep.success_turn}" if ep.success_turn else ""
     parts.append(Text.assemble(
         ("stop: ", "bold"), (r.stop_reason, "bold magenta"), f"  status {r.status or '–'}{success_turn}",
-        f"  success ", _yes_no(r.success), f"  EPM-Q {num(r.epmq)}  final meter {num(r.final_meter, 0)}",
+        "  success ", _yes_no(r.success), f"  EPM-Q {num(r.epmq)}  final meter {num(r.final_meter, 0)}",
     ))
     if ep.holistic:
         dims = list(dict.fromkeys(d for v in ep.holistic for d in (v.scores or {})))

@@ -17,7 +17,7 @@ from emobench.publish.episodes import RunView, open_run
 from emobench.registry import Case, load_registry
 
 RunArg = Annotated[Path, typer.Argument(help="A run directory, e.g. runs/<id>.")]
-PanelOpt = Annotated[str | None, typer.Option(help="Show the rescore RUN/panels/<PANEL>/ instead of the run's own judges.")]
+PanelOpt = Annotated[str | None, typer.Option(help="Show the rescore in RUN/panels/<PANEL>/, not the run's own judges.")]
 LIBRARY = Path(__file__).resolve().parents[2]  # scenarios/ and personas/ beside the package
 
 
@@ -34,7 +34,7 @@ def _open(run_dir: Path, panel: str | None) -> RunView:
 
 def show(
     run_dir: RunArg,
-    episode: Annotated[str | None, typer.Option(help="Print one episode: its key subject|case|seed, or its # in the list.")] = None,
+    episode: Annotated[str | None, typer.Option(help="Print one episode: key subject|case|seed, or # in the list.")] = None,
     case: Annotated[str | None, typer.Option(help="Only this case.")] = None,
     subject: Annotated[str | None, typer.Option(help="Only this subject.")] = None,
     seed: Annotated[int | None, typer.Option(help="Only this seed.")] = None,
@@ -60,14 +60,17 @@ def show(
         elif key is None and case is not None and seed is not None and len(rows) == 1:
             key = rows[0].key  # case and seed (and subject, with several) name one episode
         if key is None:
-            print_paged(console, episode_table(run, rows), pager=pager if pager is not None or len(rows) > console.height else False)
+            long_list = pager is not None or len(rows) > console.height  # a short list never pages
+            print_paged(console, episode_table(run, rows), pager=pager if long_list else False)
         else:
             print_paged(console, episode_view(run.episode(key), evidence=evidence), pager=pager)
 
 
 def report(
     run_dir: RunArg,
-    out: Annotated[Path | None, typer.Option("-o", "--out", help="The page to write (default: report.html in the run, or in its panel folder).")] = None,
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="The page to write (default: report.html in the run or its panel folder).")
+    ] = None,
     panel: PanelOpt = None,
 ) -> None:
     """Write one self-contained HTML page of a run: episodes, transcripts, plots, reliability."""
