@@ -118,3 +118,21 @@ def test_chromium_screenshot(tmp_path: Path, chromium: Path) -> None:  # noqa: F
         assert img.size == (1400, 2400)
         colours = img.convert("RGB").resize((140, 240)).getcolors(maxcolors=100_000)
     assert colours is not None and len(colours) > 50
+
+
+def test_output_is_paged_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from emobench.publish.transcript import print_paged
+
+    shown: list[str] = []
+    monkeypatch.setattr("rich.pager.SystemPager.show", lambda self, content: shown.append(content))
+    print_paged(Console(force_terminal=True, width=80, file=io.StringIO()), Text("turn 1 ─ hello"), pager=None)
+    assert len(shown) == 1 and "hello" in shown[0]
+    plain = io.StringIO()
+    print_paged(Console(force_terminal=False, file=plain), Text("turn 1 ─ hello"), pager=None)
+    print_paged(Console(force_terminal=True, file=plain), Text("again"), pager=False)
+    assert len(shown) == 1 and "hello" in plain.getvalue() and "again" in plain.getvalue()
