@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from emobench.errors import InputError
-from emobench.records import AuditFlag, Axis, Episode, EpisodeJudgement, HolisticVerdict, ProbeAnswer, TurnJudgement
+from emobench.records import AuditFlag, Axis, Episode, EpisodeJudgement, HolisticVerdict, ProbeAnswer, Turn, TurnJudgement
 from emobench.registry import Case
 from emobench.rundir import RunDir, read_records
 from emobench.scoring.replay import rejudged
@@ -110,15 +110,21 @@ class RunView:
     _episodes: dict[str, Episode] = field(repr=False)
     _judgements: dict[str, EpisodeJudgement] = field(repr=False)
     _card: CardLookup = field(repr=False)
+    _row_index: dict[str, EpisodeRow] = field(default_factory=dict, repr=False)
 
     @property
     def subjects(self) -> list[str]:
         return sorted({r.subject for r in self.rows})
 
+    def _rows_by_key(self) -> dict[str, EpisodeRow]:
+        if len(self._row_index) != len(self.rows):
+            self._row_index = {r.key: r for r in self.rows}
+        return self._row_index
+
     def episode(self, key: str) -> EpisodeView:
         if key not in self._episodes:
             raise InputError(self.path / "episodes.jsonl", "key", f"no episode {key!r}")
-        row = next(r for r in self.rows if r.key == key)
+        row = self._rows_by_key()[key]
         return _view(self._episodes[key], row, self._judgements.get(key), self._card(self._episodes[key].case_id))
 
 
@@ -246,8 +252,8 @@ def _evidence(quote: str, reason: str) -> str:
     return " — ".join(x for x in (f"“{quote}”" if quote else "", reason) if x)
 
 
-def _director(ep_turn: Any) -> str | None:
-    d = ep_turn.director
+def _director(turn: Turn) -> str | None:
+    d = turn.director
     if d is None:
         return None
     text = d.action + (f" {d.target}" if d.target is not None else "")

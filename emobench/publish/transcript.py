@@ -122,7 +122,7 @@ def _ending(ep: EpisodeView, evidence: bool) -> list[RenderableType]:
             table.add_column(header)
         for line in ep.probe:
             mark = Text("–") if line.correct is None else Text("✓", style="green") if line.correct else Text("✗", style="red")
-            table.add_row(line.item, Text(line.answer), Text(line.truth), mark)
+            table.add_row(Text(line.item), Text(line.answer), Text(line.truth), mark)
         parts.append(table)
         if ep.probe_rationale:
             parts.append(Text(f"  rationale: {ep.probe_rationale}", style="dim"))
