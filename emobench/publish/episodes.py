@@ -9,17 +9,20 @@ or an interrupted one still shows, with "–" where a value is missing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import orjson
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ValidationError
 
 from emobench.errors import InputError
 from emobench.records import AuditFlag, Axis, Episode, EpisodeJudgement, HolisticVerdict, ProbeAnswer, Turn, TurnJudgement
 from emobench.registry import Case
-from emobench.rundir import RunDir, read_records
+from emobench.rundir import RunDir
 from emobench.scoring.replay import rejudged
 
 AXES: tuple[Axis, ...] = ("C", "A", "P")
@@ -27,6 +30,7 @@ SORT_KEYS = ("key", "case", "subject", "seed", "epmq", "meter", "turns")
 _SCORE_FIELDS = ("epmq", "success", "final_meter", "empathy", "audit_flags")
 
 CardLookup = Callable[[str], Case | None]
+R = TypeVar("R", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -142,9 +146,9 @@ def open_run(run_dir: Path, panel: str | None = None, card: CardLookup | None = 
     if not source.episodes.exists():
         raise InputError(source.episodes, "", "file not found")
     min_turns = int(manifest.get("config", {}).get("min_turns", 12))
-    judgements = {j.key: j for j in read_records(shown.judgements, EpisodeJudgement)}
+    judgements = {j.key: j for j in _records(shown.judgements, EpisodeJudgement)}
     episodes: dict[str, Episode] = {}
-    for ep in source.read_episodes():
+    for ep in _records(source.episodes, Episode):
         judgement = judgements.get(ep.key)
         if judgement is not None and judgement.mdep is not None:
             try:
@@ -166,6 +170,12 @@ def open_run(run_dir: Path, panel: str | None = None, card: CardLookup | None = 
         _judgements=judgements,
         _card=card or (lambda _: None),
     )
+
+
+def flag_summary(kinds: Sequence[str]) -> str:
+    """Audit flag kinds with their counts, e.g. "out_of_character, premature_leave ×3"."""
+    counts = Counter(kinds)
+    return ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in sorted(counts.items()))
 
 
 def select(
@@ -195,6 +205,28 @@ def select(
         return sorted(out, key=text[sort])
     number = {"epmq": lambda r: r.epmq, "meter": lambda r: r.final_meter, "turns": lambda r: float(r.n_turns)}[sort]
     return sorted(out, key=lambda r: (number(r) is None, -(number(r) or 0.0), r.case_id, r.seed, r.subject))
+
+
+def _records(path: Path, model: type[R]) -> list[R]:
+    """A JSONL file of records without their model calls: the viewer shows none, they are most
+    of a run's bytes, and they carry the endpoints. Fields this emobench does not know (a run
+    written by a newer one) are ignored; a torn last line (a crash) is skipped."""
+    records: list[R] = []
+    if not path.exists():
+        return records
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.endswith(b"\n"):
+                continue
+            try:
+                data = orjson.loads(line)
+                records.append(model.model_validate({**data, "calls": []}, extra="ignore"))
+            except orjson.JSONDecodeError as exc:
+                raise InputError(path, f"line {number}", f"corrupt JSON ({exc})") from None
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                raise InputError(path, f"line {number}: {'.'.join(str(p) for p in err['loc'])}", err["msg"]) from None
+    return records
 
 
 def _scores(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:

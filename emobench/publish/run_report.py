@@ -18,7 +18,7 @@ import numpy as np
 from markupsafe import Markup
 
 from emobench.publish.columns import atomic_write, short_version
-from emobench.publish.episodes import EpisodeRow, EpisodeView, RunView
+from emobench.publish.episodes import EpisodeRow, EpisodeView, RunView, flag_summary
 from emobench.publish.plots import subject_colors
 from emobench.publish.run_plots import summary_plot
 
@@ -31,6 +31,7 @@ _env = jinja2.Environment(
 )
 _env.filters["fmt"] = lambda x, digits=1: "–" if x is None else f"{float(x):.{digits}f}"
 _env.filters["short"] = short_version
+_env.filters["flags"] = flag_summary
 _env.filters["compact_json"] = lambda v: json.dumps(v, sort_keys=True, separators=(", ", ": "))
 # What a published role shows: endpoints are left out, they are often private hosts.
 _ROLE_FIELDS = ("label", "model", "sampling")

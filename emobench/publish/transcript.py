@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from emobench.publish.episodes import AXES, EpisodeRow, EpisodeView, JudgeLevels, RunView, TurnView
+from emobench.publish.episodes import AXES, EpisodeRow, EpisodeView, JudgeLevels, RunView, TurnView, flag_summary
 
 
 def num(x: float | None, digits: int = 1) -> str:
@@ -23,15 +23,15 @@ def _yes_no(x: bool | None) -> Text:
     return Text("yes", style="green") if x else Text("no", style="red")
 
 
-def episode_table(run: RunView, rows: Sequence[EpisodeRow]) -> Table:
+def episode_table(run: RunView, rows: Sequence[EpisodeRow], width: int = 200) -> Table:
     title = f"{run.run_id}: {len(rows)} of {len(run.rows)} episodes"
     if run.panel:
         title += f" (panel {run.panel})"
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left")
-    # The identifying columns keep their full width; a narrow terminal wraps the audit flags.
+    # The identifying columns keep their full width; a narrow terminal gets the flags' count.
     widest = {"Case": max((len(r.case_id) for r in rows), default=4),
               "Subject": max((len(r.subject) for r in rows), default=7),
-              "Stop": max((len(r.stop_reason) for r in rows), default=4)}
+              "Stop": max((len(r.stop_reason) for r in rows), default=4), "Audit": 5}
     for header, justify in (("#", "right"), ("Case", "left"), ("Subject", "left"), ("Seed", "right"),
                             ("Stop", "left"), ("Turns", "right"), ("EPM-Q", "right"), ("Success", "left"),
                             ("Meter", "right"), ("Audit", "left")):
@@ -39,7 +39,7 @@ def episode_table(run: RunView, rows: Sequence[EpisodeRow]) -> Table:
     for i, r in enumerate(rows, start=1):
         table.add_row(str(i), Text(r.case_id), Text(r.subject), str(r.seed), Text(r.stop_reason), str(r.n_turns),
                       num(r.epmq), _yes_no(r.success), num(r.final_meter, 0),
-                      Text(", ".join(r.audit) or "–", style="yellow" if r.audit else "dim"))
+                      Text(flag_summary(r.audit) or "–" if width >= 120 else str(len(r.audit) or "–"), style="yellow" if r.audit else "dim"))
     table.caption = "key: subject|case|seed · show one: --episode KEY or --case C --seed S --subject M"
     table.caption_justify = "left"
     return table
@@ -76,8 +76,10 @@ def _turn(turn: TurnView, evidence: bool) -> Panel:
     grid.add_row("subject", Text(turn.reply, style="cyan"))
     grid.add_row("director", Text(turn.director or "–"))
     grid.add_row("meter", Text(f"{turn.meter:.0f} ({delta})"))
-    median = _levels(turn.progress, turn.regression) if turn.progress[0] is not None else Text("no valid verdict", style="red")
-    grid.add_row("MDEP", median.append("(median)", style="dim"))
+    if turn.progress[0] is None:
+        grid.add_row("MDEP", Text("no valid verdict", style="red"))
+    else:
+        grid.add_row("MDEP", _levels(turn.progress, turn.regression).append("(median)", style="dim"))
     for j in turn.judges:
         grid.add_row("", _judge_line(j))
         if evidence and j.valid:

@@ -61,7 +61,7 @@ def show(
             key = rows[0].key  # case and seed (and subject, with several) name one episode
         if key is None:
             long_list = pager is not None or len(rows) > console.height  # a short list never pages
-            print_paged(console, episode_table(run, rows), pager=pager if long_list else False)
+            print_paged(console, episode_table(run, rows, console.width), pager=pager if long_list else False)
         else:
             print_paged(console, episode_view(run.episode(key), evidence=evidence), pager=pager)
 
