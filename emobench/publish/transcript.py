@@ -37,9 +37,10 @@ def episode_table(run: RunView, rows: Sequence[EpisodeRow], width: int = 200) ->
                             ("Meter", "right"), ("Audit", "left")):
         table.add_column(header, justify=justify, min_width=widest.get(header))  # type: ignore[arg-type]
     for i, r in enumerate(rows, start=1):
+        flags = (flag_summary(r.audit) if width >= 120 else str(len(r.audit))) if r.audit else "–"
         table.add_row(str(i), Text(r.case_id), Text(r.subject), str(r.seed), Text(r.stop_reason), str(r.n_turns),
                       num(r.epmq), _yes_no(r.success), num(r.final_meter, 0),
-                      Text(flag_summary(r.audit) or "–" if width >= 120 else str(len(r.audit) or "–"), style="yellow" if r.audit else "dim"))
+                      Text(flags, style="yellow" if r.audit else "dim"))
     table.caption = "key: subject|case|seed · show one: --episode KEY or --case C --seed S --subject M"
     table.caption_justify = "left"
     return table
