@@ -59,6 +59,11 @@ def test_a_run_without_scores_judgements_or_report_still_shows(tmp_path: Path) -
     run = write_episodes(write_run(tmp_path / "bare", SUBJECTS[:1], n_cases=3, n_seeds=1, report=False))
     (run / "scores.parquet").unlink()
     (run / "judgements.jsonl").unlink()
+    # A field this emobench does not know, as a newer emobench or an importer may write.
+    lines = (run / "episodes.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["turns"][0]["future_field"] = {"x": 1}
+    (run / "episodes.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
     listing = cli.invoke(app, ["show", str(run)], env={"COLUMNS": "200"})
     assert listing.exit_code == 0, listing.output
     rows = [line.split() for line in listing.output.splitlines() if re.match(r"\s*\d+\s+case-", line)]
@@ -70,6 +75,19 @@ def test_a_run_without_scores_judgements_or_report_still_shows(tmp_path: Path) -
     html = (tmp_path / "bare.html").read_text()
     assert html.count('<tr data-key="') == 3 and "Krippendorff" in html
     assert cli.invoke(app, ["show", str(tmp_path / "nope")]).exit_code == 2
+
+
+def test_audit_flags_in_the_list_and_on_the_page(tmp_path: Path) -> None:
+    run = write_episodes(write_run(tmp_path / "flags", SUBJECTS, n_cases=6, n_seeds=2))
+    judgements = [json.loads(line) for line in (run / "judgements.jsonl").read_text().splitlines()]
+    flagged = [j["key"] for j in judgements if j["audit"]]
+    assert flagged
+    out = cli.invoke(app, ["show", str(run)], env={"COLUMNS": "200"})
+    assert sum("over_cooperative" in line for line in out.output.splitlines()) == len(flagged)
+    one = cli.invoke(app, ["show", str(run), "--episode", flagged[0]], env={"COLUMNS": "200"})
+    assert "over_cooperative (turn 2): agrees at once" in one.output
+    write_run_report(open_run(run), run / "report.html")
+    assert (run / "report.html").read_text().count('data-flagged="yes"') == len(flagged)
 
 
 def test_chromium_opens_compares_and_filters(hostile: Path, tmp_path: Path, chromium: Path) -> None:  # noqa: F811
