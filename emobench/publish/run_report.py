@@ -113,6 +113,7 @@ def render_run_report(run: RunView) -> str:
         data=script_json({"episodes": episodes, "colors": colors}),
         reliability=report.get("reliability") or {},
         invalid=report.get("invalid_judgements") or {},
+        rejected=(report.get("invalid_outputs") or {}).get("rejected_calls") or {},
         audit=report.get("audit") or {},
         faults=report.get("faults") or {},
         stop_counts=report.get("stop_reasons") or {},
