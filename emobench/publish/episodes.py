@@ -114,22 +114,20 @@ class RunView:
     _episodes: dict[str, Episode] = field(repr=False)
     _judgements: dict[str, EpisodeJudgement] = field(repr=False)
     _card: CardLookup = field(repr=False)
-    _row_index: dict[str, EpisodeRow] = field(default_factory=dict, repr=False)
+    _row_index: dict[str, EpisodeRow] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._row_index = {r.key: r for r in self.rows}
 
     @property
     def subjects(self) -> list[str]:
         return sorted({r.subject for r in self.rows})
 
-    def _rows_by_key(self) -> dict[str, EpisodeRow]:
-        if len(self._row_index) != len(self.rows):
-            self._row_index = {r.key: r for r in self.rows}
-        return self._row_index
-
     def episode(self, key: str) -> EpisodeView:
         if key not in self._episodes:
-            raise InputError(self.path / "episodes.jsonl", "key", f"no episode {key!r}")
-        row = self._rows_by_key()[key]
-        return _view(self._episodes[key], row, self._judgements.get(key), self._card(self._episodes[key].case_id))
+            raise InputError("--episode", "key", f"no episode {key!r} in {self.run_id}")
+        episode = self._episodes[key]
+        return _view(episode, self._row_index[key], self._judgements.get(key), self._card(episode.case_id))
 
 
 def open_run(run_dir: Path, panel: str | None = None, card: CardLookup | None = None) -> RunView:
