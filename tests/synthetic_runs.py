@@ -267,3 +267,91 @@ def _report(rng: np.random.Generator) -> dict[str, object]:
         },
         "invalid_judgements": {JUDGES[0]: 1, JUDGES[1]: 0},
     }
+
+
+_USER_LINES = (
+    "honestly I don't even know why I'm writing this, it's been a long week and nobody at home gets it",
+    "yeah. I guess. it's more that I keep thinking I should have said something back then",
+    "you sound like my sister now. she also thinks it's simple",
+    "ok that actually helps a bit. what would you do first, if you were me?",
+)
+_REPLIES = (
+    "That sounds exhausting, carrying it on your own all week. What part of it sits heaviest right now?",
+    "It makes sense that it keeps coming back to you. Looking back, what do you wish you had said?",
+    "I hear that it isn't simple at all, and I'm sorry if I made it sound that way. Tell me more.",
+    "One small first step could be writing down what you need from them, before you talk. Want to try that?",
+)
+
+
+def write_episodes(run_dir: Path, *, hostile: str | None = None, seed: int = 0) -> Path:
+    """episodes.jsonl and judgements.jsonl for the episodes of a run's scores.parquet: the turn
+    count, EPM path, stop reason and meter of each row, with plausible text and two judges.
+    hostile, when given, is put into every kind of text a page shows."""
+    from emobench.records import (
+        AuditFlag,
+        AxisLevel,
+        DimScore,
+        DirectorAction,
+        Episode,
+        EpisodeJudgement,
+        EPMPoint,
+        HolisticVerdict,
+        JudgeVerdict,
+        ProbeAnswer,
+        RoleInfo,
+        Sampling,
+        Turn,
+        TurnJudgement,
+        UserMove,
+    )
+
+    rng = np.random.default_rng([seed, 3])
+    extra = f" {hostile}" if hostile else ""
+    info = RoleInfo(label="x", model="m", endpoint="http://127.0.0.1:1/v1", sampling=Sampling())
+    episodes, judgements = [], []
+    for row in pq.read_table(run_dir / "scores.parquet").to_pylist():
+        key = f"{row['subject']}|{row['case_id']}|{row['seed']}"
+        path = row["epm_path"]
+        turns = []
+        for t in range(1, row["n_turns"] + 1):
+            prog = rng.integers(0, 3, 3).tolist()
+            reg = rng.integers(0, 2, 3).tolist()
+            verdicts = [JudgeVerdict(judge=j, valid=True, axes={
+                a: AxisLevel(progress=prog[i], regression=reg[i], evidence=_REPLIES[t % 4][:40] + extra,
+                             reason="names the feeling" + extra) for i, a in enumerate(AXES)}) for j in JUDGES]
+            step = np.subtract(path[t], path[t - 1])
+            turns.append(Turn(
+                index=t, user=UserMove(message=_USER_LINES[t % 4] + extra, meter_delta=int(rng.integers(-3, 6)),
+                                       inner="still testing" + extra),
+                reply=_REPLIES[t % 4] + extra,
+                judgement=TurnJudgement(verdicts=verdicts, valid=True, progress=dict(zip(AXES, prog, strict=True)),
+                                        regression=dict(zip(AXES, reg, strict=True)), vector=tuple(step)),
+                epm=EPMPoint(p=tuple(path[t]), delta_e=float(np.linalg.norm(step)), cos=0.5,
+                             energy=float(np.linalg.norm(np.subtract(path[t], path[0])))),
+                meter=float(np.clip(30 + 4 * t + rng.normal(0, 3), 0, 100)),
+                director=DirectorAction(action="reveal_stage" if t % 3 == 0 else "wait", guidance=extra.strip(),
+                                        target=0 if t % 3 == 0 else None),
+            ))
+        episodes.append(Episode(
+            key=key, subject=row["subject"], case_id=row["case_id"], scenario_id=row["scenario_id"],
+            persona_id=row["persona_id"], seed=row["seed"], split=row["split"], p0=tuple(path[0]), turns=turns,
+            probe=ProbeAnswer(dominant_need="A", threshold="high", big_five={"openness": "high", "neuroticism": "low"},
+                              rationale="guarded" + extra),
+            final_meter=row["final_meter"], stop_reason=row["stop_reason"] + extra,
+            status="success" if row["success"] else None, success_turn=row["n_turns"] if row["success"] else None,
+            roles={"subject": info}, templates={}, calls=[], registry_version=row["registry_version"],
+            config_hash="c", emobench_version="0", started_at="", finished_at="",
+        ))
+        dims = ("empathy", "humanlikeness", "persona_adaptation", "coherence")
+        judgements.append(EpisodeJudgement(
+            key=key, panel="inline", calls=[],
+            holistic=[HolisticVerdict(judge=j, valid=True, scores={
+                d: DimScore(score=int(rng.integers(1, 11)), evidence="short quote" + extra, reason="ok" + extra)
+                for d in dims}) for j in JUDGES],
+            audit=[AuditFlag(kind="over_cooperative", turn=2, detail="agrees at once" + extra)] if rng.random() < 0.1 else [],
+        ))
+    with open(run_dir / "episodes.jsonl", "w") as fh:
+        fh.writelines(e.model_dump_json() + "\n" for e in episodes)
+    with open(run_dir / "judgements.jsonl", "w") as fh:
+        fh.writelines(j.model_dump_json() + "\n" for j in judgements)
+    return run_dir

@@ -42,7 +42,7 @@ def build(
             # Imported here: matplotlib is only needed for the page, not for the table.
             from emobench.publish.html import write_page
 
-            write_page(table, out)
+            write_page(table, out, run_dirs)
     console = Console()
     render_table(table, console)
     written = "leaderboard.parquet and index.html" if html else "leaderboard.parquet"

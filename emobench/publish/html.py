@@ -7,6 +7,8 @@ can be re-rendered from a published leaderboard.parquet alone.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,7 @@ _env.filters["short"] = short_version  # headings; the provenance block keeps th
 _env.filters["compact_json"] = lambda v: json.dumps(v, sort_keys=True, separators=(", ", ": "))
 
 
-def render_html(table: pa.Table) -> str:
+def render_html(table: pa.Table, report_links: dict[str, str] | None = None) -> str:
     meta = read_metadata(table.schema)
     rows = table.to_pylist()
     subjects = sorted({r["subject"] for r in rows})
@@ -76,6 +78,7 @@ def render_html(table: pa.Table) -> str:
         colors=colors,
         sim_invalid_limit=SIMULATOR_INVALID_LIMIT,
         sim_invalid_subjects=[r["subject"] for r in overall if r["simulator_invalid_rate"] > SIMULATOR_INVALID_LIMIT],
+        report_links=report_links or {},
     )
 
 
@@ -92,7 +95,19 @@ def _role_rows(roles: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_page(table: pa.Table, out_dir: Path) -> None:
-    """Write index.html for a leaderboard table into out_dir, atomically."""
-    page = render_html(table)
+def report_links(run_dirs: Sequence[Path], out_dir: Path) -> dict[str, str]:
+    """run_id -> the relative link from out_dir to the run's report.html, where one was written."""
+    links = {}
+    for run_dir in run_dirs:
+        page = Path(run_dir) / "report.html"
+        if page.exists():
+            run_id = json.loads((Path(run_dir) / "manifest.json").read_text()).get("run_id", Path(run_dir).name)
+            links[str(run_id)] = Path(os.path.relpath(page.resolve(), Path(out_dir).resolve())).as_posix()
+    return links
+
+
+def write_page(table: pa.Table, out_dir: Path, run_dirs: Sequence[Path] = ()) -> None:
+    """Write index.html for a leaderboard table into out_dir, atomically; it links each source
+    run's report.html (`emobench report`) found in run_dirs."""
+    page = render_html(table, report_links(run_dirs, out_dir))
     atomic_write(Path(out_dir) / "index.html", lambda p: p.write_text(page, encoding="utf-8"))
