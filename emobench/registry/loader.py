@@ -346,6 +346,9 @@ def load_registry(root: Path) -> Registry:
     (emobench.registry.rules), so every broken rule can be reported at once."""
     root = Path(root)
     info_path = root / "library.yaml"
+    if not info_path.is_file():
+        raise InputError(display_path(info_path), "", "file not found (a library root names its "
+                         "edition and present_year there)")
     info = _validate(LibraryInfo, _mapping(info_path), info_path)
     current = _load_edition(root)
     archived: dict[str, list[Case]] = {}

@@ -39,8 +39,9 @@ ITEM_STEP: dict[str, int] = {
 }
 # Upper bounds of ||P0|| per band, squared so the comparison is exact integer arithmetic.
 BAND_EDGES: tuple[int, ...] = (27, 32, 36)
+_BANDS_BELOW: tuple[Difficulty, ...] = ("easy", "medium", "hard")
 _DIFFICULTY_BOUNDS_SQ: tuple[tuple[int, Difficulty], ...] = tuple(
-    (edge**2, band) for edge, band in zip(BAND_EDGES, ("easy", "medium", "hard"), strict=True)
+    (edge**2, band) for edge, band in zip(BAND_EDGES, _BANDS_BELOW, strict=True)
 )
 
 Text = Annotated[str, Field(min_length=1)]

@@ -34,9 +34,15 @@ def check_library(reg: Registry) -> list[InputError]:
         *_priorities(reg),
         *_counterfactual_sets(reg),
         *_persona_facts(reg),
+        *_memory_dates(reg),
         *_case_consistency(reg),
     ]
-    return sorted(problems, key=lambda e: (e.source, e.field, e.problem))
+    return sorted(problems, key=lambda e: (e.source, _natural(e.field), e.problem))
+
+
+def _natural(field: str) -> list[tuple[int, str]]:
+    # cases[2] before cases[10]
+    return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", field)]
 
 
 def _file(path: Path) -> str:
@@ -76,23 +82,21 @@ def _pairs(reg: Registry) -> Iterator[InputError]:
     test_scenarios: dict[str, Case] = {}
     for case in reg.cases("test") if "test" in reg.edition_splits else []:
         test_scenarios.setdefault(case.scenario.id, case)
-    for split in reg.edition_splits:
+    # test first, so a pair repeated elsewhere is reported where it is repeated
+    for split in sorted(reg.edition_splits, key=lambda name: name != "test"):
         if split == DEMO:
             continue
         for case in reg.cases(split):
             pair = (case.scenario.id, case.persona.id)
-            if pair in first:
+            shared = test_scenarios.get(case.scenario.id) if split != "test" else None
+            if shared is not None and pair == (shared.scenario.id, shared.persona.id):
+                yield InputError(*_where(reg, case), f"{split} case reuses test scenario "
+                                 f"{pair[0]!r} with the same persona {pair[1]!r} ({shared.id})")
+            elif pair in first and shared is None:
                 other = first[pair]
                 yield InputError(*_where(reg, case), f"duplicate pair (scenario {pair[0]!r}, persona "
                                  f"{pair[1]!r}): also case {other.id} in split {other.split!r}")
             first.setdefault(pair, case)
-            shared = test_scenarios.get(case.scenario.id)
-            if split != "test" and shared is not None and pair != (shared.scenario.id, shared.persona.id):
-                yield InputError(*_where(reg, case, "scenario"), f"scenario {case.scenario.id!r} is "
-                                 f"also in the test split ({shared.id}); test stories stay out of {split}")
-            elif split != "test" and shared is not None:
-                yield InputError(*_where(reg, case), f"{split} case reuses test scenario "
-                                 f"{case.scenario.id!r} with the same persona {case.persona.id!r} ({shared.id})")
 
 
 def _priorities(reg: Registry) -> Iterator[InputError]:
@@ -128,7 +132,9 @@ def _counterfactual_sets(reg: Registry) -> Iterator[InputError]:
             profiles.setdefault(profile, persona.id)
         splits = sorted({c.split for c in cases if c.split != DEMO})
         if len(splits) > 1:
-            yield InputError(path, "id", f"counterfactual set spans splits {', '.join(splits)}")
+            # also how a test story leaking into dev with another persona shows up
+            yield InputError(path, "id", f"counterfactual set spans splits {', '.join(splits)}; "
+                             "a scenario's cases stay in one split")
         for case in cases:
             if case.opening_override is None:
                 yield InputError(*_where(reg, case, "opening"), f"missing: case of counterfactual set "
@@ -150,6 +156,19 @@ def _persona_facts(reg: Registry) -> Iterator[InputError]:
                                  f"{rel.name} is alive but has a year of death")
 
 
+def _memory_dates(reg: Registry) -> Iterator[InputError]:
+    year = reg.info.present_year
+    for path, scenario in reg.current.scenarios.values():
+        for i, memory in enumerate(scenario.memories):
+            named = {int(y) for y in _YEAR.findall(memory.text)}
+            if named and memory.year not in named:
+                yield InputError(_file(path), f"memories[{i}].year", f"the text names "
+                                 f"{min(named)}; give the memory's year so ages can be checked")
+            elif memory.period == "current" and memory.year is not None and memory.year < year - CURRENT_YEARS:
+                yield InputError(_file(path), f"memories[{i}].year", f"{memory.year} is not "
+                                 f"'current' in {year}")
+
+
 def _case_consistency(reg: Registry) -> Iterator[InputError]:
     year = reg.info.present_year
     checked: set[tuple[str, str]] = set()
@@ -161,17 +180,10 @@ def _case_consistency(reg: Registry) -> Iterator[InputError]:
         scenario_path = _file(reg.current.scenarios[case.scenario.id][0])
         facts, name = case.persona.facts, case.persona.name
         for i, memory in enumerate(case.scenario.memories):
-            named = {int(y) for y in _YEAR.findall(memory.text)}
-            if named and memory.year not in named:
-                yield InputError(scenario_path, f"memories[{i}].year", f"the text names "
-                                 f"{min(named)}; give the memory's year so ages can be checked")
             if memory.year is None or facts is None:
                 continue
             then = memory.year - facts.born
             low, high = PERIOD_AGES[memory.period]
-            if memory.period == "current" and memory.year < year - CURRENT_YEARS:
-                yield InputError(scenario_path, f"memories[{i}].year", f"{memory.year} is not "
-                                 f"'current' in {year}")
             if not low <= then <= high or memory.year > year:
                 yield InputError(scenario_path, f"memories[{i}].year", f"{memory.year} makes {name} "
                                  f"(born {facts.born}) {then}, which does not fit '{memory.period}' "
