@@ -191,3 +191,19 @@ def test_cli_list_and_show() -> None:
     for words in ("P0 = (-9, -27, -24)", "‖P0‖ = 37.23", "very_hard", "dominant axis = A",
                   "professional help", "Gary Thompson", "valence: negative"):
         assert words in shown.stdout
+
+
+def test_the_leaderboard_refuses_to_mix_editions(reg: Registry, tmp_path: Path) -> None:
+    # A run on the first edition's test split and one on the second's both say split "test";
+    # their registry versions differ, so their scores are not merged.
+    from emobench.errors import InputError
+    from emobench.publish.provenance import check_mergeable
+    from emobench.publish.runs import load_run
+    from tests.synthetic_runs import SubjectTruth, write_run
+
+    old = write_run(tmp_path / "old", [SubjectTruth("a")], n_cases=5, registry_version=FIRST_EDITION["test-v1"])
+    new = write_run(tmp_path / "new", [SubjectTruth("b")], n_cases=5, registry_version=reg.version("test"))
+    with pytest.raises(InputError, match="cannot merge: registry_version"):
+        check_mergeable([load_run(old), load_run(new)], force=False)
+    same = write_run(tmp_path / "same", [SubjectTruth("c")], n_cases=5, registry_version=reg.version("test"))
+    assert check_mergeable([load_run(new), load_run(same)], force=False) == []
