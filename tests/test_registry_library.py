@@ -1,4 +1,6 @@
-"""The shipped library: validates, and its splits meet the stratification of issue 3.
+"""The shipped library: validates against its authoring rules, its splits meet the
+stratification of issue 3 and the second edition's valence share, and the first edition
+still loads as test-v1 / dev-v1 with the versions its runs recorded.
 
 Counts are computed from the loaded files, so editing a card that breaks a target fails here.
 """
@@ -29,7 +31,14 @@ def counts(cases: list[Case]) -> dict[str, Counter[str]]:
         "axis": Counter(c.dominant_axis for c in cases),
         "difficulty": Counter(c.difficulty for c in cases),
         "threshold": Counter(c.persona.threshold for c in cases),
+        "valence": Counter(c.valence for c in cases),
     }
+
+# The first edition's split versions, as recorded by runs made on it.
+FIRST_EDITION = {
+    "test-v1": "6b583557674dfb06db01606166842efbbaab766fbaa7455cb99ae64ba207cff8",
+    "dev-v1": "57892b8d18dfdb794f092b1bcc7bc6590a040aca74b0a9c17e4e4cfe142ff25c",
+}
 
 
 def test_test_split_stratification(reg: Registry) -> None:
@@ -42,6 +51,12 @@ def test_test_split_stratification(reg: Registry) -> None:
     assert got["difficulty"] == {"easy": 4, "medium": 10, "hard": 11, "very_hard": 5}
     assert got["threshold"]["high"] >= 9
     assert {"low", "medium"} <= set(got["threshold"])
+    # good news, pride and relief are at least a quarter of the split
+    assert got["valence"]["positive"] + got["valence"]["mixed"] >= 30 / 4
+    assert got["valence"]["positive"] >= 1 and got["valence"]["mixed"] >= 1
+    # one level changed must not move a case to another band
+    edges = (27, 32, 36)
+    assert all(min(abs(c.p0_norm - e) for e in edges) >= 0.5 for c in cases)
 
 
 def test_dev_split_is_large_and_disjoint_from_test(reg: Registry) -> None:
@@ -54,6 +69,18 @@ def test_dev_split_is_large_and_disjoint_from_test(reg: Registry) -> None:
     assert set(got["category"]) == {"life", "health", "leisure", "values", "relations", "career"}
     assert set(got["axis"]) == {"C", "A", "P"}
     assert set(got["difficulty"]) == {"easy", "medium", "hard", "very_hard"}
+    assert got["valence"]["positive"] + got["valence"]["mixed"] >= len(dev) / 4
+
+
+def test_first_edition_stays_loadable_with_its_recorded_versions(reg: Registry) -> None:
+    assert reg.archived_splits == sorted(FIRST_EDITION)
+    for split, version in FIRST_EDITION.items():
+        assert reg.version(split) == version
+        assert reg.split_with_version(version) == split
+    old = reg.case("test-04")
+    assert old.split == "test-v1" and old.persona.age == 71  # the first edition, as it was
+    assert reg.case("test2-04").persona.age == 75
+    assert reg.version("test") != FIRST_EDITION["test-v1"]
 
 
 def test_demo_split(reg: Registry) -> None:
@@ -68,6 +95,10 @@ def test_demo_split(reg: Registry) -> None:
 def test_counterfactual_sets(reg: Registry) -> None:
     sets = reg.counterfactual_sets()
     assert len(sets) >= 10
+    # each member opens in its own voice: no two openings of a set are the same
+    for cases in sets.values():
+        openings = [c.opening for c in cases]
+        assert all(c.opening_override for c in cases) and len(set(openings)) == len(openings)
     for scenario_id, cases in sets.items():
         personas = {c.persona.id: c.persona for c in cases}
         assert 2 <= len(personas) <= 3, scenario_id
@@ -75,7 +106,7 @@ def test_counterfactual_sets(reg: Registry) -> None:
         profiles = {(p.needs.dominant, p.threshold) for p in personas.values()}
         assert len(profiles) == len(personas), scenario_id
         assert len({c.split for c in cases if c.split != "demo"}) == 1, scenario_id
-    singles = [c for c in reg.all_cases() if c.scenario.id not in sets]
+    singles = [c for c in reg.edition_cases() if c.scenario.id not in sets]
     assert all(c.counterfactual_set is None for c in singles)
 
 
@@ -85,7 +116,7 @@ def test_files_are_named_by_id(reg: Registry) -> None:
 
 
 def test_levels_are_plausible_for_the_persona(reg: Registry) -> None:
-    for case in reg.all_cases():
+    for case in reg.edition_cases():
         levels = case.iedr.model_dump()
         priority = {axis: levels[f"{axis}3"] for axis in "CAP"}
         assert priority[case.dominant_axis] == max(priority.values()), case.id
@@ -94,17 +125,34 @@ def test_levels_are_plausible_for_the_persona(reg: Registry) -> None:
 def test_cards_are_complete_and_varied(reg: Registry) -> None:
     for scenario in reg.scenarios.values():
         assert len({m.period for m in scenario.memories}) >= 2, scenario.id
-    used = {c.scenario.id for c in reg.all_cases()}
+    used = {c.scenario.id for c in reg.edition_cases()}
     assert used == set(reg.scenarios)
-    assert {c.persona.id for c in reg.all_cases()} == set(reg.personas)
+    assert {c.persona.id for c in reg.edition_cases()} == set(reg.personas)
     assert sum(s.professional_help for s in reg.scenarios.values()) >= 3
     personas = list(reg.personas.values())
     assert len({p.style.length for p in personas}) == 4
     assert min(p.age for p in personas) < 25 and max(p.age for p in personas) > 65
+    # not one shape for every case: stage counts vary, and not every opening is a question
+    scenarios = list(reg.scenarios.values())
+    assert len({len(s.stages) for s in scenarios}) >= 4
+    assert sum("?" not in s.opening for s in scenarios) >= 5
+    assert all(p.facts is not None for p in personas)
+
+
+def test_the_contradictions_of_the_first_edition_are_fixed(reg: Registry) -> None:
+    pieter = reg.personas["pieter-de-vries"]
+    joost = next(r for r in pieter.facts.relatives if r.name == "Joost") if pieter.facts else None
+    assert joost is not None and joost.status == "dead" and (joost.born or 0) < pieter.facts.born  # type: ignore[union-attr]
+    # no case asks Pieter about a living sibling, and the raft memory makes Joost the elder
+    assert all(c.scenario.id != "inheritance-split" for c in reg.edition_cases() if c.persona.id == "pieter-de-vries")
+    assert "when he was nine and Joost eleven" in reg.scenarios["selling-the-boat"].memories[0].text
+    gary = reg.personas["gary-thompson"]
+    dance = reg.scenarios["empty-house-after-wife"].memories[0]
+    assert gary.facts is not None and dance.year == 1969 and dance.year - gary.facts.born >= 18
 
 
 def test_case_api(reg: Registry) -> None:
-    case = reg.case("test-08")
+    case = reg.case("test2-08")
     assert case.p0 == (-21, -21, -22) and case.difficulty == "very_hard"
     assert case.dominant_axis == "C" and case.split == "test"
     assert reg.filter(split="test", dominant_axis="C", threshold="high") == [
@@ -113,26 +161,49 @@ def test_case_api(reg: Registry) -> None:
     assert len(reg.filter(category="health")) == len(
         [c for s in reg.splits for c in reg.cases(s) if c.scenario.category == "health"])
     assert Case.model_validate_json(case.model_dump_json()) == case
+    good_news = reg.filter(split="test", valence="positive") + reg.filter(split="test", valence="mixed")
+    assert len(good_news) >= 8 and all(c.scenario.valence in ("positive", "mixed") for c in good_news)
     assert len(reg.version("test")) == 64 and reg.version("test") != reg.version("dev")
 
 
 def test_cli_validate_and_stats(reg: Registry) -> None:
     result = runner.invoke(app, ["validate", "--root", str(ROOT)])
     assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("ok: edition 2, ")
     assert f"test: 30 cases, version {reg.version('test')[:16]}" in result.stdout
+    assert f"test-v1: 30 cases, version {FIRST_EDITION['test-v1'][:16]}  (archived)" in result.stdout
     stats = runner.invoke(app, ["stats", "--split", "test", "--root", str(ROOT)],
                           env={"COLUMNS": "160"})
     assert stats.exit_code == 0
     assert "all targets met" in stats.stdout and "✗" not in stats.stdout
-    assert stats.stdout.count("✓") == 1 + 6 + 3 + 4 + 1 + 1
+    # total, 6 categories, 3 axes, 4 bands, high threshold, valence share, band margin, sets
+    assert stats.stdout.count("✓") == 1 + 6 + 3 + 4 + 1 + 1 + 1 + 1
+    dev = runner.invoke(app, ["stats", "--split", "dev", "--root", str(ROOT)], env={"COLUMNS": "160"})
+    assert dev.exit_code == 0 and "all targets met" in dev.stdout
 
 
 def test_cli_list_and_show() -> None:
     listed = runner.invoke(app, ["list", "--split", "test", "--axis", "P", "--difficulty", "hard",
                                  "--root", str(ROOT)], env={"COLUMNS": "200"})
     assert listed.exit_code == 0 and "5 cases" in listed.stdout
-    shown = runner.invoke(app, ["show", "test-04", "--root", str(ROOT)], env={"COLUMNS": "200"})
+    shown = runner.invoke(app, ["show", "test2-04", "--root", str(ROOT)], env={"COLUMNS": "200"})
     assert shown.exit_code == 0
     for words in ("P0 = (-9, -27, -24)", "‖P0‖ = 37.23", "very_hard", "dominant axis = A",
-                  "professional help", "Gary Thompson"):
+                  "professional help", "Gary Thompson", "valence: negative"):
         assert words in shown.stdout
+
+
+def test_the_leaderboard_refuses_to_mix_editions(reg: Registry, tmp_path: Path) -> None:
+    # A run on the first edition's test split and one on the second's both say split "test";
+    # their registry versions differ, so their scores are not merged.
+    from emobench.errors import InputError
+    from emobench.publish.provenance import check_mergeable
+    from emobench.publish.runs import load_run
+    from tests.synthetic_runs import SubjectTruth, write_run
+
+    old = write_run(tmp_path / "old", [SubjectTruth("a")], n_cases=5, registry_version=FIRST_EDITION["test-v1"])
+    new = write_run(tmp_path / "new", [SubjectTruth("b")], n_cases=5, registry_version=reg.version("test"))
+    with pytest.raises(InputError, match="cannot merge: registry_version"):
+        check_mergeable([load_run(old), load_run(new)], force=False)
+    same = write_run(tmp_path / "same", [SubjectTruth("c")], n_cases=5, registry_version=reg.version("test"))
+    assert check_mergeable([load_run(new), load_run(same)], force=False) == []

@@ -99,8 +99,8 @@ async def run_episode(
     success_turn: int | None = None
     last_user: UserMove | None = None
     stop_reason = "max_turns"
-    # Turn 1 opens with the scenario's own opening message, so every subject sees the same start.
-    move: UserMove | None = UserMove(message=case.scenario.opening, meter_delta=0, inner="opening message")
+    # Turn 1 opens with the case's authored opening message, so every subject sees the same start.
+    move: UserMove | None = UserMove(message=case.opening, meter_delta=0, inner="opening message")
 
     ahead: tuple[UserMove | None, list[ModelCall]] | None = None  # the next simulator turn, if already run
 

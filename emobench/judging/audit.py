@@ -1,7 +1,7 @@
 """Simulator audit: deterministic checks of the simulated user's fidelity (docs/method.md §4).
 
 It makes no model calls and is kept apart from the subject's score: a flagged episode is
-reported, never dropped. Turn 1 is the scenario card's authored opening, not simulator
+reported, never dropped. Turn 1 is the case's authored opening, not simulator
 output, so it is never audited. The rules:
 
 - out_of_character: a user message matches a pattern in audit_patterns.yaml (the assistant's
@@ -191,7 +191,7 @@ def audit_episode(episode: Episode, case: Case, limits: Limits) -> list[AuditFla
     moves: list[tuple[int, UserMove, float, str]] = []
     previous_reply = ""
     for t in episode.turns:
-        authored = t.index == 1 and t.user.message.strip() == case.scenario.opening.strip()
+        authored = t.index == 1 and t.user.message.strip() == case.opening.strip()
         if not authored:
             moves.append((t.index, t.user, t.meter, previous_reply))
         previous_reply = t.reply

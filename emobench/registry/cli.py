@@ -13,9 +13,15 @@ from rich.table import Table
 import emobench
 from emobench.cli_support import one_line_errors
 from emobench.errors import InputError
-from emobench.registry.filters import MIN_COUNTERFACTUAL_SETS, TARGETS, stratification
+from emobench.registry.filters import (
+    MIN_COUNTERFACTUAL_SETS,
+    TARGETS,
+    stratification,
+    stratum_count,
+)
 from emobench.registry.loader import Registry, load_persona, load_registry, load_scenario
-from emobench.registry.models import AXES, CATEGORIES, DIFFICULTIES, THRESHOLDS, Case
+from emobench.registry.models import AXES, CATEGORIES, DIFFICULTIES, THRESHOLDS, VALENCES, Case
+from emobench.registry.rules import check_library
 
 app = typer.Typer(
     help="Browse and check the scenario and persona library.", no_args_is_help=True
@@ -47,12 +53,13 @@ def list_cases(
     difficulty: Annotated[str | None, typer.Option(help=f"One of {', '.join(DIFFICULTIES)}.")] = None,
     axis: Annotated[str | None, typer.Option(help="Dominant axis: C, A or P.")] = None,
     threshold: Annotated[str | None, typer.Option(help=f"One of {', '.join(THRESHOLDS)}.")] = None,
+    valence: Annotated[str | None, typer.Option(help=f"One of {', '.join(VALENCES)}.")] = None,
     root: RootOpt = DEFAULT_ROOT,
 ) -> None:
     """List cases as a table, optionally filtered."""
     reg = load_registry(root)
     cases = reg.filter(split=split, category=category, difficulty=difficulty,
-                       dominant_axis=axis, threshold=threshold)
+                       dominant_axis=axis, threshold=threshold, valence=valence)
     # The split column is redundant when filtering by split; dropping it keeps 80 columns readable.
     columns = ["case", *([] if split else ["split"]), "category", "scenario", "persona", "axis",
                "thr", "‖P0‖", "difficulty", "cf"]
@@ -88,13 +95,14 @@ def show(case_id: Annotated[str, typer.Argument(metavar="CASE")], root: RootOpt 
     console.print(iedr)
 
     console.print(f"\n[bold]Scenario[/bold] {sc.id} v{sc.version}")
-    _say(f"category: {sc.category}{'   (professional help)' if sc.professional_help else ''}")
+    _say(f"category: {sc.category}   valence: {case.valence}"
+         f"{'   (professional help)' if sc.professional_help else ''}")
     _say(f"topic: {sc.topic}\nhidden need: {sc.hidden_need}")
     for i, stage in enumerate(sc.stages, 1):
         _say(f"  stage {i}: {stage}")
     for memory in sc.memories:
         _say(f"  memory ({memory.period}): {memory.text}")
-    _say(f"opening: {sc.opening}")
+    _say(f"opening: {case.opening}")
 
     console.print(f"\n[bold]Persona[/bold] {pe.id} v{pe.version}")
     _say(f"{pe.name}, {pe.age}. {pe.identity}\n{pe.background}")
@@ -112,7 +120,10 @@ def validate(
     path: Annotated[Path | None, typer.Argument(help="Library root, or one card file.")] = None,
     root: RootOpt = DEFAULT_ROOT,
 ) -> None:
-    """Validate the whole library (or one card) and print a summary."""
+    """Validate the whole library (or one card) against its authoring rules and print a summary.
+
+    Every broken rule is one line naming file and field, on stderr; any problem exits 2.
+    """
     target = path or root
     if target.is_file():
         kind = target.parent.name
@@ -128,10 +139,16 @@ def validate(
             raise InputError(target, "", "not under personas/, scenarios/ or scenarios/splits/")
         target = target.parents[2]
     reg = load_registry(target)
-    typer.echo(f"ok: {len(reg.personas)} personas, {len(reg.scenarios)} scenarios, "
+    problems = check_library(reg)
+    for problem in problems:
+        typer.echo(f"error: {problem}", err=True)
+    if problems:
+        raise typer.Exit(2)
+    typer.echo(f"ok: edition {reg.info.edition}, {len(reg.personas)} personas, {len(reg.scenarios)} scenarios, "
                f"{len(reg.counterfactual_sets())} counterfactual sets")
     for split in reg.splits:
-        typer.echo(f"  {split}: {len(reg.cases(split))} cases, version {reg.version(split)[:16]}")
+        archived = "  (archived)" if split in reg.archived_splits else ""
+        typer.echo(f"  {split}: {len(reg.cases(split))} cases, version {reg.version(split)[:16]}{archived}")
 
 
 def _stats_table(reg: Registry, split: str) -> tuple[Table, bool]:
@@ -144,15 +161,20 @@ def _stats_table(reg: Registry, split: str) -> tuple[Table, bool]:
     all_met = True
     order: dict[str, tuple[str, ...]] = {"total": ("cases",), "category": CATEGORIES,
                                          "dominant_axis": AXES, "difficulty": DIFFICULTIES,
-                                         "threshold": THRESHOLDS}
-    for dim, values in order.items():
-        for value in values:
-            actual = counts[dim][value]
-            target = targets.get((dim, value))
-            mark = "" if target is None else ("✓" if target.met(actual) else "✗")
-            all_met &= target is None or target.met(actual)
-            table.add_row(dim, value, str(actual), str(target or "-"), mark)
-        table.add_section()
+                                         "threshold": THRESHOLDS, "valence": VALENCES}
+    rows = [(dim, value) for dim, values in order.items() for value in values]
+    rows += [key for key in targets if key not in rows]  # combined strata and margins
+    total = len(cases)
+    for i, (dim, value) in enumerate(rows):
+        actual = stratum_count(counts, dim, value)
+        target = targets.get((dim, value))
+        met = target is None or target.met(actual, total)
+        all_met &= met
+        mark = "" if target is None else ("✓" if met else "✗")
+        table.add_row(dim, value, str(actual), target.label(total) if target else "-", mark)
+        if i + 1 < len(rows) and rows[i + 1][0] != dim:
+            table.add_section()
+    table.add_section()
     library_sets = len(reg.counterfactual_sets())
     in_split = len({c.counterfactual_set for c in cases if c.counterfactual_set})
     met = library_sets >= MIN_COUNTERFACTUAL_SETS
@@ -169,8 +191,10 @@ def stats(
     split: Annotated[str, typer.Option(help="Split to stratify.")] = "test",
     root: RootOpt = DEFAULT_ROOT,
 ) -> None:
-    """Show a split's stratification next to its targets."""
+    """Show a split's stratification next to its targets; exit 1 when a target is missed."""
     reg = load_registry(root)
     table, all_met = _stats_table(reg, split)
     console.print(table)
     console.print("all targets met" if all_met else "[red]some targets missed[/red]")
+    if not all_met:
+        raise typer.Exit(1)

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from emobench.errors import InputError
-from emobench.registry.models import AXES, CATEGORIES, DIFFICULTIES, THRESHOLDS
+from emobench.registry.models import (
+    AXES,
+    BAND_EDGES,
+    CATEGORIES,
+    DIFFICULTIES,
+    THRESHOLDS,
+    VALENCES,
+)
+
+MIN_BAND_MARGIN = 0.5
 
 if TYPE_CHECKING:
     from emobench.registry.models import Case
@@ -18,6 +28,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "difficulty": DIFFICULTIES,
     "dominant_axis": AXES,
     "threshold": THRESHOLDS,
+    "valence": VALENCES,
 }
 
 # How each stratification dimension reads off a case.
@@ -26,6 +37,7 @@ DIMENSIONS: dict[str, Callable[[Case], str]] = {
     "dominant_axis": lambda case: case.dominant_axis,
     "difficulty": lambda case: case.difficulty,
     "threshold": lambda case: case.persona.threshold,
+    "valence": lambda case: case.valence,
 }
 
 
@@ -42,24 +54,46 @@ def stratification(cases: Iterable[Case]) -> dict[str, Counter[str]]:
     cases = list(cases)
     counts = {dim: Counter(read(c) for c in cases) for dim, read in DIMENSIONS.items()}
     counts["total"] = Counter({"cases": len(cases)})
+    counts["band_margin"] = Counter(
+        {f"below {MIN_BAND_MARGIN}": sum(band_margin(c) < MIN_BAND_MARGIN for c in cases)})
     return counts
 
 
 @dataclass(frozen=True)
 class Target:
+    """A count one stratum must reach; count_share asks for at least that share of the split."""
+
     dimension: str
     value: str
     op: Literal["==", ">="]
-    count: int
+    count: int = 0
+    share: float = 0.0
 
-    def met(self, actual: int) -> bool:
-        return actual == self.count if self.op == "==" else actual >= self.count
+    def needed(self, total: int) -> int:
+        return max(self.count, math.ceil(self.share * total))
 
-    def __str__(self) -> str:
-        return str(self.count) if self.op == "==" else f"≥ {self.count}"
+    def met(self, actual: int, total: int = 0) -> bool:
+        need = self.needed(total)
+        return actual == need if self.op == "==" else actual >= need
+
+    def label(self, total: int = 0) -> str:
+        need = self.needed(total)
+        return str(need) if self.op == "==" else f"≥ {need}"
 
 
-# The stratification of issue 3, mirroring the reference suite's test split.
+def stratum_count(counts: dict[str, Counter[str]], dimension: str, value: str) -> int:
+    """Count of one stratum; "a+b" adds strata (e.g. positive+mixed valence)."""
+    return sum(counts[dimension][part] for part in value.split("+"))
+
+
+def band_margin(case: Case) -> float:
+    """Distance of ||P0|| from the nearest difficulty band edge: one level changed near an
+    edge moves a case to another band and breaks the split's difficulty counts."""
+    return min(abs(case.p0_norm - edge) for edge in BAND_EDGES)
+
+
+# The stratification of issue 3, mirroring the reference suite's test split; the second
+# edition adds the valence share and a margin from the difficulty band edges.
 TARGETS: dict[str, list[Target]] = {
     "test": [
         Target("total", "cases", "==", 30),
@@ -70,7 +104,12 @@ TARGETS: dict[str, list[Target]] = {
         Target("difficulty", "hard", "==", 11),
         Target("difficulty", "very_hard", "==", 5),
         Target("threshold", "high", ">=", 9),
+        Target("valence", "positive+mixed", ">=", share=0.25),
+        Target("band_margin", f"below {MIN_BAND_MARGIN}", "==", 0),
     ],
-    "dev": [Target("total", "cases", ">=", 60)],
+    "dev": [
+        Target("total", "cases", ">=", 60),
+        Target("valence", "positive+mixed", ">=", share=0.25),
+    ],
 }
 MIN_COUNTERFACTUAL_SETS = 10

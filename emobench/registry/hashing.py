@@ -22,15 +22,18 @@ def sha256_hex(value: Any) -> str:
 
 
 def card_hash(card: BaseModel) -> str:
-    """Hash of a validated card, so an explicit default equals an omitted one."""
-    return sha256_hex(card.model_dump(mode="json"))
+    """Hash of a validated card, so an explicit default equals an omitted one.
+
+    Unset optional fields (None) are left out, so adding one to the schema keeps old hashes.
+    """
+    return sha256_hex(card.model_dump(mode="json", exclude_none=True))
 
 
-def case_hash(case_id: str, scenario_hash: str, persona_hash: str, iedr: dict[str, int]) -> str:
+def case_hash(case_id: str, scenario_hash: str, persona_hash: str, iedr: dict[str, int],
+              opening: str | None = None) -> str:
     # Folding in the card hashes makes one changed word in a used card change the case.
-    return sha256_hex(
-        {"id": case_id, "scenario": scenario_hash, "persona": persona_hash, "iedr": iedr}
-    )
+    fields = {"id": case_id, "scenario": scenario_hash, "persona": persona_hash, "iedr": iedr}
+    return sha256_hex(fields if opening is None else {**fields, "opening": opening})
 
 
 def registry_version(cases: Iterable[tuple[str, str]]) -> str:

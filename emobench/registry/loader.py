@@ -6,8 +6,10 @@ or one InputError naming the file, the field and the problem.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Hashable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,8 +20,10 @@ from emobench.errors import InputError
 from emobench.registry.filters import filter_cases
 from emobench.registry.hashing import card_hash, case_hash, registry_version
 from emobench.registry.models import (
+    ArchivedEdition,
     Case,
     CaseEntry,
+    LibraryInfo,
     Persona,
     PersonaCard,
     Scenario,
@@ -50,6 +54,18 @@ class _UniqueKeyLoader(_SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.1 reads yes/no/on/off as booleans; cards take only the literal true and false, so any
+# other word stays a string and the strict card model rejects it with the field named.
+_BOOL = "tag:yaml.org,2002:bool"
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
+    for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
+}
+_UniqueKeyLoader.add_implicit_resolver(
+    _BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def display_path(path: Path) -> str:
@@ -159,21 +175,55 @@ def _unique(cards: list[tuple[Path, NamedT]], kind: str) -> dict[str, tuple[Path
     return by_id
 
 
-class Registry:
-    """A fully validated library. Build it with load_registry."""
+@dataclass(frozen=True)
+class Source:
+    """Where a case was written: its split file and its place in that file."""
 
-    def __init__(self, root: Path, cases_by_split: dict[str, list[Case]],
-                 personas: dict[str, Persona], scenarios: dict[str, Scenario]) -> None:
+    path: Path
+    index: int
+
+    @property
+    def file(self) -> str:
+        return display_path(self.path)
+
+    def field(self, name: str = "") -> str:
+        return f"cases[{self.index}]" + (f".{name}" if name else "")
+
+
+@dataclass
+class Edition:
+    """One edition's cards and cases, with where each came from (for error lines)."""
+
+    personas: dict[str, tuple[Path, Persona]]
+    scenarios: dict[str, tuple[Path, Scenario]]
+    cases: dict[str, list[Case]]
+    sources: dict[str, Source]
+
+
+class Registry:
+    """A fully validated library: the current edition, plus archived editions' splits
+    (named like test-v1) so runs made on them can be rescored. Build it with load_registry."""
+
+    def __init__(self, root: Path, current: Edition, info: LibraryInfo,
+                 archived: dict[str, list[Case]] | None = None) -> None:
         self.root = root
-        self.personas = personas
-        self.scenarios = scenarios
-        self._splits = cases_by_split
-        self._by_id = {case.id: case for cases in cases_by_split.values() for case in cases}
+        self.info = info
+        self.current = current
+        self.personas = {card_id: card for card_id, (_, card) in current.personas.items()}
+        self.scenarios = {card_id: card for card_id, (_, card) in current.scenarios.items()}
+        self._splits = {**current.cases, **(archived or {})}
+        self.archived_splits = sorted(archived or {})
+        self._by_id = {case.id: case for cases in self._splits.values() for case in cases}
         self._splits_dir = display_path(root / "scenarios" / "splits")
 
     @property
     def splits(self) -> list[str]:
         return sorted(self._splits)
+
+    @property
+    def edition_splits(self) -> list[str]:
+        """The current edition's splits, without the archived ones."""
+        return sorted(self.current.cases)
 
     def cases(self, split: str) -> list[Case]:
         if split not in self._splits:
@@ -182,7 +232,11 @@ class Registry:
         return list(self._splits[split])
 
     def all_cases(self) -> list[Case]:
+        """Every case of every split, archived editions included."""
         return [case for split in self.splits for case in self._splits[split]]
+
+    def edition_cases(self) -> list[Case]:
+        return [case for split in self.edition_splits for case in self._splits[split]]
 
     def case(self, case_id: str) -> Case:
         if case_id not in self._by_id:
@@ -192,29 +246,32 @@ class Registry:
     def version(self, split: str) -> str:
         return registry_version((case.id, case.content_hash) for case in self.cases(split))
 
+    def split_with_version(self, version: str) -> str | None:
+        """The split, current or archived, whose cases hash to this registry version."""
+        return next((split for split in self.splits if self.version(split) == version), None)
+
     def counterfactual_sets(self) -> dict[str, list[Case]]:
-        """Scenario id -> its cases, for scenarios played by two or more personas."""
+        """Scenario id -> its cases, for the current edition's scenarios played by two or more personas."""
         sets: dict[str, list[Case]] = defaultdict(list)
-        for case in self.all_cases():
+        for case in self.edition_cases():
             if case.counterfactual_set:
                 sets[case.counterfactual_set].append(case)
         return dict(sets)
 
     def filter(self, split: str | None = None, category: str | None = None,
                difficulty: str | None = None, dominant_axis: str | None = None,
-               threshold: str | None = None) -> list[Case]:
+               threshold: str | None = None, valence: str | None = None) -> list[Case]:
         pool = self.cases(split) if split is not None else self.all_cases()
         return filter_cases(pool, category=category, difficulty=difficulty,
-                            dominant_axis=dominant_axis, threshold=threshold)
+                            dominant_axis=dominant_axis, threshold=threshold, valence=valence)
 
 
-def load_registry(root: Path) -> Registry:
-    """Load and validate every card and split under root; raise InputError on the first problem."""
-    root = Path(root)
+def _load_edition(root: Path, suffix: str = "") -> Edition:
+    """Cards and splits under root; split names get the suffix (archived editions)."""
     personas = _unique([(p, load_persona(p)) for p in _card_files(root / "personas")], "persona")
     scenarios = _unique([(p, load_scenario(p)) for p in _card_files(root / "scenarios")], "scenario")
 
-    entries: dict[str, list[CaseEntry]] = {}
+    entries: dict[str, list[tuple[Source, CaseEntry]]] = {}
     seen_case: dict[str, Path] = {}
     for path in _card_files(root / "scenarios" / "splits"):
         data = read_yaml(path)
@@ -223,42 +280,88 @@ def load_registry(root: Path) -> Registry:
             raise InputError(display_path(path), "", f"expected a list of cases, got {got}")
         split_entries = []
         for i, item in enumerate(data):
-            field = f"cases[{i}]"
-            entry = _validate(CaseEntry, item, path, prefix=field)
+            source = Source(path, i)
+            entry = _validate(CaseEntry, item, path, prefix=source.field())
             if entry.id in seen_case:
                 other = display_path(seen_case[entry.id])
-                raise InputError(display_path(path), f"{field}.id",
+                raise InputError(display_path(path), source.field("id"),
                                  f"duplicate case id {entry.id!r} (also in {other})")
             for kind, ref, known in (("scenario", entry.scenario, scenarios),
                                      ("persona", entry.persona, personas)):
                 if ref not in known:
-                    raise InputError(display_path(path), f"{field}.{kind}", f"unknown {kind} {ref!r}")
+                    raise InputError(display_path(path), source.field(kind), f"unknown {kind} {ref!r}")
             seen_case[entry.id] = path
-            split_entries.append(entry)
-        if path.stem in entries:
+            split_entries.append((source, entry))
+        name = path.stem + suffix
+        if name in entries:
             raise InputError(display_path(path), "", f"split {path.stem!r} is defined twice")
-        entries[path.stem] = split_entries
+        entries[name] = split_entries
 
     # A scenario is a counterfactual set once two distinct personas play it, in any split.
     players: dict[str, set[str]] = defaultdict(set)
     for split_entries in entries.values():
-        for entry in split_entries:
+        for _, entry in split_entries:
             players[entry.scenario].add(entry.persona)
 
     cases_by_split: dict[str, list[Case]] = {}
+    sources: dict[str, Source] = {}
     for split, split_entries in entries.items():
         cases_by_split[split] = []
-        for entry in split_entries:
+        for source, entry in split_entries:
             scenario, persona = scenarios[entry.scenario][1], personas[entry.persona][1]
+            sources[entry.id] = source
             cases_by_split[split].append(Case(
                 id=entry.id, split=split, scenario=scenario, persona=persona, iedr=entry.iedr,
                 content_hash=case_hash(entry.id, scenario.content_hash, persona.content_hash,
-                                       entry.iedr.model_dump()),
+                                       entry.iedr.model_dump(), entry.opening),
                 counterfactual_set=entry.scenario if len(players[entry.scenario]) >= 2 else None,
+                opening_override=entry.opening,
             ))
-    return Registry(
-        root,
-        cases_by_split,
-        {card_id: card for card_id, (_, card) in personas.items()},
-        {card_id: card for card_id, (_, card) in scenarios.items()},
-    )
+    return Edition(personas, scenarios, cases_by_split, sources)
+
+
+def _load_archived(folder: Path) -> dict[str, list[Case]]:
+    """An archived edition's splits, each checked against the version its runs recorded."""
+    info_path = folder / "edition.yaml"
+    info = _validate(ArchivedEdition, _mapping(info_path), info_path)
+    cases = _load_edition(folder, suffix=f"-{folder.name}").cases
+    for split, pinned in info.versions.items():
+        name = f"{split}-{folder.name}"
+        if name not in cases:
+            raise InputError(display_path(info_path), f"versions.{split}", "no such split in this edition")
+        actual = registry_version((case.id, case.content_hash) for case in cases[name])
+        if actual != pinned:
+            raise InputError(display_path(info_path), f"versions.{split}",
+                             f"the archived cards changed (version {actual[:16]}, pinned "
+                             f"{pinned[:16]}); an archived edition is frozen")
+    unpinned = sorted(set(cases) - {f"{split}-{folder.name}" for split in info.versions})
+    if unpinned:
+        raise InputError(display_path(info_path), "versions", f"split {unpinned[0]!r} has no pinned version")
+    return cases
+
+
+def load_registry(root: Path) -> Registry:
+    """Load and validate every card and split under root, and every archived edition under
+    root/editions; raise InputError on the first problem. Authoring rules are checked apart
+    (emobench.registry.rules), so every broken rule can be reported at once."""
+    root = Path(root)
+    info_path = root / "library.yaml"
+    if not info_path.is_file():
+        raise InputError(display_path(info_path), "", "file not found (a library root names its "
+                         "edition and present_year there)")
+    info = _validate(LibraryInfo, _mapping(info_path), info_path)
+    current = _load_edition(root)
+    archived: dict[str, list[Case]] = {}
+    editions = root / "editions"
+    for folder in sorted(editions.iterdir()) if editions.is_dir() else []:
+        if folder.is_dir():
+            archived.update(_load_archived(folder))
+    seen: dict[str, str] = {c.id: split for split, cases in current.cases.items() for c in cases}
+    for split, cases in archived.items():
+        for case in cases:
+            if case.id in seen:
+                raise InputError(display_path(editions), split,
+                                 f"case id {case.id!r} is also in split {seen[case.id]!r}; "
+                                 "case ids stay unique across editions so old runs resolve")
+            seen[case.id] = split
+    return Registry(root, current, info, archived)

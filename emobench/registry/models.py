@@ -19,11 +19,14 @@ Category = Literal["life", "health", "leisure", "values", "relations", "career"]
 Period = Literal["childhood", "adolescence", "adulthood", "current"]
 Resistance = Literal["hinting", "testing", "deflecting", "pushing_back", "withdrawing"]
 Trait = Literal["openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism"]
+Valence = Literal["negative", "mixed", "positive"]
+Status = Literal["alive", "dead"]
 
 AXES: tuple[Axis, ...] = ("C", "A", "P")
 CATEGORIES: tuple[Category, ...] = ("life", "health", "leisure", "values", "relations", "career")
 DIFFICULTIES: tuple[Difficulty, ...] = ("easy", "medium", "hard", "very_hard")
 THRESHOLDS: tuple[Level, ...] = ("low", "medium", "high")
+VALENCES: tuple[Valence, ...] = ("negative", "mixed", "positive")
 TRAITS: tuple[Trait, ...] = (
     "openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism",
 )
@@ -35,8 +38,10 @@ ITEM_STEP: dict[str, int] = {
     "P1": 2, "P2": 4, "P3": 3,
 }
 # Upper bounds of ||P0|| per band, squared so the comparison is exact integer arithmetic.
-_DIFFICULTY_BOUNDS_SQ: tuple[tuple[int, Difficulty], ...] = (
-    (27**2, "easy"), (32**2, "medium"), (36**2, "hard"),
+BAND_EDGES: tuple[int, ...] = (27, 32, 36)
+_BANDS_BELOW: tuple[Difficulty, ...] = ("easy", "medium", "hard")
+_DIFFICULTY_BOUNDS_SQ: tuple[tuple[int, Difficulty], ...] = tuple(
+    (edge**2, band) for edge, band in zip(BAND_EDGES, _BANDS_BELOW, strict=True)
 )
 
 Text = Annotated[str, Field(min_length=1)]
@@ -84,6 +89,26 @@ class Needs(_Strict):
         return next(axis for axis in AXES if self[axis].level == "high")
 
 
+class Relative(_Strict):
+    """A person in the persona's life, so a case cannot quietly bring the dead back."""
+
+    name: Text
+    relation: Text
+    status: Status
+    born: int | None = None
+    died: int | None = None
+
+
+class Facts(_Strict):
+    """Checkable facts behind the persona's prose: cards are validated against them."""
+
+    born: int = Field(ge=1900, le=2100)
+    home: Text | None = None
+    relatives: list[Relative] = Field(default_factory=list)
+
+
+# Fields added after the first edition default to None: hashes skip None, so the first
+# edition's cards keep the hashes (and its splits the versions) old runs recorded.
 class PersonaCard(_Strict):
     id: Id
     version: int = Field(ge=1)
@@ -97,6 +122,7 @@ class PersonaCard(_Strict):
     needs: Needs
     resistance: list[Resistance] = Field(min_length=1)
     meter_start: int = Field(default=40, ge=0, le=100)
+    facts: Facts | None = None
 
     @field_validator("big_five")
     @classmethod
@@ -114,6 +140,15 @@ class Persona(PersonaCard):
 class Memory(_Strict):
     period: Period
     text: Text
+    year: int | None = Field(default=None, ge=1900, le=2100)
+
+
+class CastMember(_Strict):
+    """Someone the story involves, named, with whether they are alive in it."""
+
+    name: Text
+    relation: Text
+    status: Status
 
 
 class ScenarioCard(_Strict):
@@ -122,10 +157,12 @@ class ScenarioCard(_Strict):
     category: Category
     topic: Text
     hidden_need: Text
-    stages: list[Text] = Field(min_length=3, max_length=5)
+    stages: list[Text] = Field(min_length=2, max_length=6)
     memories: list[Memory] = Field(min_length=3, max_length=5)
     opening: Text
     professional_help: bool = False
+    valence: Valence | None = None
+    cast: list[CastMember] | None = None
 
 
 class Scenario(ScenarioCard):
@@ -169,6 +206,22 @@ class CaseEntry(_Strict):
     scenario: Id
     persona: Id
     iedr: IEDRLevels
+    # The case's own first message, in the persona's voice; counterfactual sets need one each.
+    opening: Text | None = None
+
+
+class LibraryInfo(_Strict):
+    """library.yaml: which edition the cards at the root are, and the year their stories are set in."""
+
+    edition: int = Field(ge=1)
+    present_year: int = Field(ge=1900, le=2100)
+
+
+class ArchivedEdition(_Strict):
+    """editions/<name>/edition.yaml: a frozen edition and the split versions its runs recorded."""
+
+    edition: int = Field(ge=1)
+    versions: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]]
 
 
 def difficulty_of(p0: tuple[int, int, int]) -> Difficulty:
@@ -187,6 +240,17 @@ class Case(_Strict):
     iedr: IEDRLevels
     content_hash: str
     counterfactual_set: str | None = None
+    opening_override: str | None = None
+
+    @property
+    def opening(self) -> str:
+        """The first user message: the case's own opening, else the scenario's."""
+        return self.opening_override or self.scenario.opening
+
+    @property
+    def valence(self) -> Valence:
+        # First-edition scenarios carry no valence; every one of them is about distress.
+        return self.scenario.valence or "negative"
 
     @property
     def p0(self) -> tuple[int, int, int]:
