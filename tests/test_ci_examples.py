@@ -171,6 +171,8 @@ def test_github_actions_example(server: FakeOpenAIServer, baseline: dict[str, Pa
     assert (cached / "responses.sqlite").stat().st_size > 0
     assert by_name["Save the response cache"]["with"] == by_name["Restore the response cache"]["with"]
     assert first["requests"] > 0 and "sk-test" not in (uploaded / "manifest.json").read_text()
+    # The endpoint (a secret) stays out of the job summary.
+    assert server.base_url not in first["summary"].read_text()
 
     # A rerun of the commit on a fresh checkout, with the cache restored: no model calls.
     ws2, env2 = _workspace(tmp_path / "2")
