@@ -29,7 +29,7 @@ NOTED = ("user", "judges", "director", "max_turns", "min_turns")
 @dataclass(frozen=True)
 class GateSide:
     source: str  # what the summary names: a run id, or a bundle's file
-    where: Path  # the file errors name
+    where: Path  # what errors name: the bundle file, or the run directory
     subject: str
     cases: pa.Table  # CASES_SCHEMA rows of this subject, one per case
     provenance: dict[str, Any]
@@ -52,7 +52,7 @@ def load_side(path: Path, subject: str | None, option: str) -> GateSide:
     else:
         run = load_run(path)
         table = build_cases([run])
-        source, where = run.run_id, run.path / "scores.parquet"
+        source, where = run.run_id, run.path
         provenance = read_cases_metadata(table)
     chosen = _subject(sorted(provenance), subject, option, where)
     rows = table.filter(pc.equal(table.column("subject"), chosen))
