@@ -63,6 +63,27 @@ def default_responder(body: dict[str, Any]) -> str:
     return "That sounds hard. What part of it weighs on you most?"
 
 
+# A subject served under this model name answers dismissively, and the judges see it: a model
+# made worse by construction, for the regression gate's tests.
+WORSE_MODEL = "worse-model"
+DISMISSIVE = "Whatever. Everyone has problems, just get on with it."
+
+
+def scripted_responder(body: dict[str, Any]) -> str:
+    """default_responder, except that WORSE_MODEL's replies are dismissive and judged so."""
+    fmt = (body.get("response_format") or {}).get("json_schema", {}).get("name")
+    if fmt is None and body.get("model") == WORSE_MODEL:
+        return DISMISSIVE
+    judged = fmt in ("mdep_verdict", "holistic_verdict") and DISMISSIVE in body["messages"][-1]["content"]
+    if judged and fmt == "mdep_verdict":
+        axis = {"progress": 0, "regression": 2, "evidence": DISMISSIVE, "reason": "dismisses the feeling"}
+        return json.dumps({"C": axis, "A": axis, "P": axis})
+    if judged:
+        dim = {"score": 1, "evidence": DISMISSIVE, "reason": "dismissive"}
+        return json.dumps({d: dim for d in ("empathy", "humanlikeness", "persona_adaptation", "coherence")})
+    return default_responder(body)
+
+
 @dataclass
 class FakeState:
     responder: Responder = default_responder

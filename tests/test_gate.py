@@ -49,10 +49,10 @@ def test_worse_candidate_fails(runs: dict[str, Path], tmp_path: Path) -> None:
     assert code == 1
     text = summary.read_text()
     assert text == out
-    assert text.startswith("## emobench gate: **FAIL** (`epmq`)")
+    assert text.startswith("## emobench gate: **FAIL** (1 of 1 check(s) regressed; `epmq`)")
     assert "larger than the tolerance 1" in text
-    assert "Minimum detectable difference (alpha 0.05, power 0.8, 80 cases)" in text
-    assert "To detect a difference of 1:" in text
+    assert "| overall | `epmq` |" in text and "| 80 |" in text
+    assert "to detect 1 (" in text
 
 
 def test_worse_candidate_within_tolerance_passes(runs: dict[str, Path]) -> None:
@@ -65,17 +65,17 @@ def test_identical_candidate_passes(runs: dict[str, Path]) -> None:
     code, out, _ = _gate("--baseline", str(runs["base"]), "--candidate", str(runs["same"]),
                          "--detect", "2", "--n-boot", "2000")
     assert code == 0
-    assert "**PASS**" in out and "To detect a difference of 2:" in out
+    assert "**PASS**" in out and "to detect 2 (" in out
 
 
 def test_gate_result_numbers(runs: dict[str, Path]) -> None:
-    r = run_gate(runs["base"], runs["worse"], n_boot=2000, tolerance=1.0)
+    r = run_gate(runs["base"], runs["worse"], n_boot=2000, tolerance={"epmq": 1.0}).results[0]
     assert r.diff.n == 80 and r.baseline.n_episodes == 240
     assert r.diff.lo < r.diff.mean < r.diff.hi < 0
     assert r.diff.mean == pytest.approx(r.candidate.mean - r.baseline.mean)
     assert abs(r.diff.mean - (-4.0)) < 3 * (r.diff.hi - r.diff.lo) / 4
     assert r.needed_cases is not None and r.needed_cases > 80
-    success = run_gate(runs["base"], runs["worse"], metric="success", n_boot=500)
+    success = run_gate(runs["base"], runs["worse"], metrics=["success"], n_boot=500).results[0]
     assert -1 <= success.diff.mean <= 1
 
 
@@ -111,7 +111,7 @@ def test_unusable_input_exits_2(runs: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     cases = [
         (other_reg, "registry_version"),
-        (disjoint, "0 case(s) with epmq overlap"),
+        (disjoint, "0 case(s) with epmq in slice 'overall' overlap"),
         (prompts, "prompt_versions"),
         (tmp_path / "missing", "run directory not found"),
         (tmp_path / "empty", "manifest.json: file not found"),
@@ -129,5 +129,5 @@ def test_multi_subject_run_needs_a_subject(runs: dict[str, Path], tmp_path: Path
     both = write_run(tmp_path / "both", [SAME, WORSE], n_cases=30)
     with pytest.raises(InputError, match="--candidate-subject"):
         run_gate(runs["base"], both, n_boot=100)
-    r = run_gate(runs["base"], both, candidate_subject="ckpt-300", n_boot=100)
+    r = run_gate(runs["base"], both, candidate_subject="ckpt-300", n_boot=100).results[0]
     assert r.candidate.subject == "ckpt-300" and r.diff.n == 30

@@ -32,12 +32,16 @@ def build(
     html: Annotated[bool, typer.Option("--html/--no-html", help="Also write index.html.")] = True,
 ) -> None:
     """Merge runs into leaderboard.parquet (and index.html)."""
+    from emobench.publish.case_scores import build_cases, write_cases
     from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
+    from emobench.publish.runs import load_run
     from emobench.publish.show import render_table
 
     with one_line_errors():
         table = build_leaderboard(run_dirs, n_boot=n_boot, seed=seed, force=force)
         write_leaderboard(table, out)
+        # The per-case scores that let the bundle serve as the regression gate's baseline.
+        write_cases(build_cases([load_run(Path(d)) for d in run_dirs]), out)
         if html:
             # Imported here: matplotlib is only needed for the page, not for the table.
             from emobench.publish.html import write_page
@@ -45,7 +49,7 @@ def build(
             write_page(table, out, run_dirs)
     console = Console()
     render_table(table, console)
-    written = "leaderboard.parquet and index.html" if html else "leaderboard.parquet"
+    written = "leaderboard.parquet, cases.parquet" + (" and index.html" if html else "")
     console.print(f"wrote {written} to {out}")
 
 
@@ -68,21 +72,31 @@ def show(
 
 
 def gate(
-    baseline: Annotated[Path, typer.Option(help="Baseline run directory.")],
+    baseline: Annotated[
+        Path, typer.Option(help="Baseline: a run directory, or a published bundle (cases.parquet).")
+    ],
     candidate: Annotated[Path, typer.Option(help="Candidate run directory.")],
-    metric: Annotated[str, typer.Option(help="Score to compare (higher is better).")] = "epmq",
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(help="Score to gate (higher is better); repeat for several. Default: epmq."),
+    ] = None,
+    slice_: Annotated[
+        list[str] | None,
+        typer.Option("--slice", help="Also gate a slice, e.g. persona_resilience=defensive; repeatable."),
+    ] = None,
     tolerance: Annotated[
-        float, typer.Option(min=0.0, help="Largest regression that still passes.")
-    ] = 0.0,
+        list[str] | None,
+        typer.Option(help="Largest regression that still passes: X, or METRIC=X; repeatable."),
+    ] = None,
     detect: Annotated[
-        float | None,
-        typer.Option(help="Size a study for this difference (default: the tolerance)."),
+        list[str] | None,
+        typer.Option(help="Size a study for this difference: X, or METRIC=X (default: the tolerance)."),
     ] = None,
     summary: Annotated[
         Path | None, typer.Option(help="Write the markdown summary here, e.g. a CI job summary.")
     ] = None,
     baseline_subject: Annotated[
-        str | None, typer.Option(help="Subject in the baseline run, if it has several.")
+        str | None, typer.Option(help="Subject in the baseline, if it has several.")
     ] = None,
     candidate_subject: Annotated[
         str | None, typer.Option(help="Subject in the candidate run, if it has several.")
@@ -91,17 +105,22 @@ def gate(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
 ) -> None:
     """Regression gate: exit 0 pass, 1 significant regression beyond tolerance, 2 bad input."""
-    from emobench.publish.gate import run_gate, summary_markdown
+    from emobench.publish.gate import GATE_METRICS, per_metric, run_gate
+    from emobench.publish.gate_summary import summary_markdown
 
+    metrics = metric or ["epmq"]
     with one_line_errors():
-        result = run_gate(
-            baseline, candidate, metric=metric, tolerance=tolerance, detect=detect,
+        known = [m for m in metrics if m in GATE_METRICS]
+        report = run_gate(
+            baseline, candidate, metrics=metrics, slices=["overall", *(slice_ or [])],
+            tolerance=per_metric(tolerance or [], known, "tolerance"),
+            detect=per_metric(detect or [], known, "detect"),
             baseline_subject=baseline_subject, candidate_subject=candidate_subject,
             n_boot=n_boot, seed=seed,
         )
-    text = summary_markdown(result)
+    text = summary_markdown(report)
     print(text, end="")
     if summary is not None:
         with one_line_errors():
             summary.write_text(text, encoding="utf-8")
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(report.exit_code)

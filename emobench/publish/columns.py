@@ -15,6 +15,9 @@ FAMILY_TITLES = {
     "category": "Category",
 }
 FAMILIES = tuple(FAMILY_TITLES)
+# Case levels on the harder side of the two two-way slice families (docs/method.md §5.7).
+CHALLENGING = ("hard", "very_hard")  # mechanism stress: difficulty
+DEFENSIVE = ("high",)  # persona resilience: empathy threshold
 
 # (column, header, scale, digits) for the terminal and the page; scale 100 shows a percentage.
 DISPLAY_COLUMNS = (

@@ -19,14 +19,12 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from emobench.errors import InputError
-from emobench.publish.columns import FAMILIES, atomic_write
+from emobench.publish.columns import CHALLENGING, DEFENSIVE, FAMILIES, atomic_write
 from emobench.publish.provenance import build_metadata, check_mergeable
 from emobench.publish.runs import METRICS, SLICE_LEVELS, Run, load_run
 from emobench.scoring.stats import bootstrap_case_means, effective_trials, wilson_interval
 
 CI = 0.95
-_CHALLENGING = ("hard", "very_hard")
-_DEFENSIVE = ("high",)
 
 
 def _ci_fields(name: str) -> list[pa.Field]:
@@ -215,8 +213,8 @@ def _partitions(ep: _Episodes) -> dict[str, tuple[NDArray[np.intp], list[str]]]:
     """Per family: each case's stratum code and the stratum labels (only non-empty strata)."""
     attr = ep.case_attr
     axis = np.array([SLICE_LEVELS["dominant_axis"].index(a) for a in attr["dominant_axis"]])
-    hard = np.isin(attr["difficulty"], _CHALLENGING).astype(np.intp)
-    defensive = np.isin(attr["threshold"], _DEFENSIVE).astype(np.intp)
+    hard = np.isin(attr["difficulty"], CHALLENGING).astype(np.intp)
+    defensive = np.isin(attr["threshold"], DEFENSIVE).astype(np.intp)
     raw = {
         "overall": (np.zeros(len(ep.cases), dtype=np.intp), ["all"]),
         "mechanism_stress": (axis * 2 + hard, [f"{a}/{m}" for a in "CAP"
