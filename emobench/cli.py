@@ -15,6 +15,7 @@ from emobench.cli_support import one_line_errors
 from emobench.errors import EmobenchError, InputError
 from emobench.judging import calibrate_cli
 from emobench.publish import cli as publish_cli
+from emobench.publish import validity_cli
 from emobench.registry import cli as registry_cli
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ app.add_typer(registry_cli.app, name="scenarios")
 app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
 app.command("gate")(publish_cli.gate)
 app.command("calibrate")(calibrate_cli.calibrate)
+app.command("validate")(validity_cli.validate)
 
 
 def err() -> Console:
