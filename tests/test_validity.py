@@ -12,6 +12,8 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from emobench.cli import app
@@ -187,3 +189,29 @@ def test_the_page_shows_the_validity_section(favoured: Path, tmp_path: Path) -> 
     section = section[: section.index("</section>")]
     assert "scripted:dismissive" in section and section.count("above") >= 4
     assert not math.isnan(float(section.count("<tr>")))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0, 100, allow_nan=False), min_size=3, max_size=8),
+       st.lists(st.floats(-30, 30, allow_nan=False), min_size=3, max_size=8))
+def test_known_groups_verdict_mirrors_when_the_groups_swap(real: list[float], shift: list[float]) -> None:
+    n = min(len(real), len(shift))
+    rows = [("real", f"c{i}", 0, real[i], False) for i in range(n)]
+    rows += [("scripted:echo", f"c{i}", 0, real[i] - shift[i], False) for i in range(n)]
+    frame = pd.DataFrame(rows, columns=["subject", "case_id", "seed", "epmq", "success"])
+    mirrored = frame.assign(epmq=-frame["epmq"])
+    one = next(c for c in known_groups(frame, ["scripted:echo"], n_boot=200)["comparisons"] if c["metric"] == "EPM-Q")
+    two = next(c for c in known_groups(mirrored, ["scripted:echo"], n_boot=200)["comparisons"] if c["metric"] == "EPM-Q")
+    flip = {"above": "below", "below": "above", "not separated": "not separated"}
+    assert two["verdict"] == flip[one["verdict"]]
+    assert two["diff"] == pytest.approx(-one["diff"], abs=1e-3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 10), min_size=3, max_size=12).filter(lambda xs: len(set(xs)) > 1))
+def test_a_panel_that_matches_the_humans_has_alpha_one(scores: list[int]) -> None:
+    human = {f"c{i}": {"r1": {"coherence": s}} for i, s in enumerate(scores)}
+    panel = {f"c{i}": {"coherence": float(s)} for i, s in enumerate(scores)}
+    out = human_agreement(panel, human)["coherence"]
+    assert out["alpha_panel_vs_human"] == pytest.approx(1.0)
+    assert out["spearman"] == pytest.approx(1.0)

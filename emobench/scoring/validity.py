@@ -26,7 +26,7 @@ KNOWN_GROUP_METRICS = {"epmq": "EPM-Q", "success": "success"}
 
 
 def _num(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else round(float(x), 4)
+    return None if x is None or math.isnan(x) else round(float(x), 4) + 0.0  # + 0.0: no -0.0
 
 
 def reference_subjects(roles: Mapping[str, Any], labels: Iterable[str]) -> list[str]:
