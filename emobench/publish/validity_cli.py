@@ -91,9 +91,8 @@ async def panel_scores(
     from emobench.config import validate_config
     from emobench.endpoints.pool import EndpointPool
     from emobench.episode.roles import derive_seed
-    from emobench.judging.holistic import HOLISTIC_FORMAT, mean_scores, parse_holistic
+    from emobench.judging.holistic import _one_judge, mean_scores
     from emobench.prompts import load_template
-    from emobench.records import HolisticVerdict
     from emobench.runner import _caller
 
     config = validate_config(run.read_manifest()["config"], run.manifest, root)
@@ -114,18 +113,9 @@ async def panel_scores(
                 {"role": "user", "content": template.block(
                     "user", transcript=transcript, left_with="", persona=case.persona, scenario=case.scenario)},
             ]
-            verdicts = []
-            for judge in judges:
-
-                def seed_for(attempt: int, label: str = judge.info.label) -> int:
-                    return derive_seed(0, "human", item.id, label, attempt)
-
-                scores, _, error = await judge.ask_valid(
-                    messages, seed_for, template, HOLISTIC_FORMAT,
-                    lambda call: parse_holistic(call.text, call.finish_reason), config.judge_retries,
-                )
-                verdicts.append(HolisticVerdict(judge=judge.info.label, valid=scores is not None, scores=scores, error=None
-                                                if scores is not None else error))
+            seed = derive_seed(0, "human", item.id)
+            results = await asyncio.gather(*(_one_judge(j, messages, template, seed, config.judge_retries) for j in judges))
+            verdicts = [verdict for verdict, _ in results]
             return item.id, mean_scores(verdicts)
 
         return dict(await asyncio.gather(*(rate(c) for c in conversations)))
