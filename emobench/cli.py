@@ -16,6 +16,7 @@ from emobench.errors import EmobenchError, InputError
 from emobench.judging import calibrate_cli
 from emobench.publish import cli as publish_cli
 from emobench.publish import viewer_cli
+from emobench.publish import validity_cli
 from emobench.registry import cli as registry_cli
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ app.command("gate")(publish_cli.gate)
 app.command("calibrate")(calibrate_cli.calibrate)
 app.command("show")(viewer_cli.show)
 app.command("report")(viewer_cli.report)
+app.command("validate")(validity_cli.validate)
 
 
 def err() -> Console:

@@ -21,6 +21,7 @@ from emobench.scoring.episode_scores import score_episode, scores_table
 from emobench.scoring.invalid_outputs import invalid_output_rates
 from emobench.scoring.probe import counterfactual_spread
 from emobench.scoring.replay import rejudged
+from emobench.scoring.validity import run_validity
 from emobench.trackers.embedding import EmotionTracker
 
 
@@ -123,6 +124,7 @@ def finalize_run(
         "reliability": reliability(scored, list(judgements.values()), judges, scores, frame),
         "audit": {"flags": dict(audit), "flagged_episodes": sum(bool(j.audit) for j in judgements.values())},
         "counterfactual_spread": _spread(scores, registry),
+        "validity": run_validity(scores, scored, origin.read_manifest().get("roles", {})),
         "faults": dict(all_faults),
         "accounting": accounting(episodes, list(judgements.values()), _prices(config)),
     }

@@ -107,8 +107,12 @@ def test_emobench_run_launches_and_stops_its_own_vllm_server(tmp_path: Path) -> 
         assert sock.connect_ex(("127.0.0.1", port)) != 0
     log = next(rd.logs.glob("vllm-*.log")).read_text()
     assert "Application startup complete" in log
-    assert len(rd.read_episodes()) == 1 and rd.leaderboard.exists()
-    assert "vllm:embedded" in result.output
+    # The demo config plays its reference subject beside the model, in-process.
+    episodes = {e.subject: e for e in rd.read_episodes()}
+    assert set(episodes) == {"vllm:embedded", "scripted:platitude"} and rd.leaderboard.exists()
+    assert {c.endpoint for c in episodes["scripted:platitude"].calls if c.role == "subject"} == {"in-process"}
+    assert rd.read_report()["validity"]["reference_subjects"] == ["scripted:platitude"]
+    assert "vllm:embedded" in result.output and "scripted:platitude" in result.output
 
 
 def test_director_two_judge_panel_and_rescore_on_real_vllm(vllm_url: str, tmp_path: Path) -> None:

@@ -5,6 +5,8 @@
 - ``openai:<model>@<base_url>[,<base_url>...]``: any OpenAI-compatible server; several base
   URLs are replicas of one model, spread by the litellm Router.
 - ``litellm:<provider/model>``: any litellm provider.
+- ``scripted:echo|platitude|advice|dismissive``: a reference subject answered in-process from
+  a lines file, with no model behind it (docs/validity.md).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from emobench.errors import InputError
 
 EMBEDDED = "embedded"
 
-Kind = Literal["vllm", "openai", "litellm"]
+Kind = Literal["vllm", "openai", "litellm", "scripted"]
+SCRIPTED = ("echo", "platitude", "advice", "dismissive")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,10 @@ def parse_binding(spec: str, *, source: str = "role", field: str = "binding") ->
         if "/" not in rest:
             raise InputError(source, field, f"bad role binding {spec!r}: litellm needs PROVIDER/MODEL")
         return Binding("litellm", rest)
+    if kind == "scripted":
+        if rest not in SCRIPTED:
+            raise InputError(source, field, f"bad role binding {spec!r}: scripted subjects are {', '.join(SCRIPTED)}")
+        return Binding("scripted", rest)
     if kind == "openai":
         model, at, urls = rest.rpartition("@")
         if not at or not model:
@@ -56,4 +63,4 @@ def parse_binding(spec: str, *, source: str = "role", field: str = "binding") ->
         if not base_urls:
             raise InputError(source, field, f"bad role binding {spec!r}: no base URL")
         return Binding("openai", model, base_urls)
-    raise InputError(source, field, f"bad role binding {spec!r}: unknown kind {kind!r} (vllm, openai, litellm)")
+    raise InputError(source, field, f"bad role binding {spec!r}: unknown kind {kind!r} (vllm, openai, litellm, scripted)")

@@ -32,6 +32,7 @@ class Completion:
     latency_s: float
     attempts: int = 1
     cached: bool = False
+    template: str | None = None  # an endpoint with its own versioned text (a scripted subject)
 
 
 @dataclass

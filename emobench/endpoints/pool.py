@@ -13,6 +13,7 @@ from emobench.endpoints.cache import CachedEndpoint, ResponseCache
 from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient, RetryPolicy
 from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model
 from emobench.endpoints.litellm_client import LiteLLMClient
+from emobench.endpoints.scripted import ENDPOINT, ScriptedClient
 from emobench.endpoints.structured import VLLM_BOUNDED_SERVER_ARGS, BoundedEndpoint, StructuredForm
 from emobench.endpoints.vllm_server import vllm_server
 from emobench.records import RoleInfo
@@ -51,7 +52,14 @@ class EndpointPool:
         cap, timeout, key_env = role.max_concurrency, role.timeout_s, role.api_key_env
         retry = RetryPolicy(attempts=role.retries + 1)
         form: StructuredForm = "portable"
-        if binding.kind == "vllm":
+        if binding.kind == "scripted":
+            # In-process and free: no server, and no cache (answering costs less than a lookup).
+            key = (ENDPOINT, binding.spec)
+            if key not in self._clients:
+                self._clients[key] = ScriptedClient(binding.model)
+            client = self._clients[key]
+            endpoint = ENDPOINT
+        elif binding.kind == "vllm":
             base, served = await self._vllm(binding.model)
             client = self._client(
                 (base, served),

@@ -59,7 +59,7 @@ class RoleCaller:
             endpoint=self.info.endpoint,
             sampling=self.info.sampling,
             seed=seed,
-            template=template.ref if template else "none",
+            template=done.template or (template.ref if template else "none"),
             prompt_tokens=done.prompt_tokens,
             completion_tokens=done.completion_tokens,
             latency_s=done.latency_s if not done.cached else time.perf_counter() - started,

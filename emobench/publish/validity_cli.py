@@ -1,0 +1,218 @@
+"""`emobench validate RUN... [--human FILE]`: the validity report of one or more runs
+(docs/validity.md), printed and written to validity.json.
+
+Known groups, test-retest and judge-tracker agreement come from the runs on disk. With
+--human, the first run's judge panel rates human-rated conversations on the holistic rubric,
+and the report adds its agreement with the human ratings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich.console import Console
+
+from emobench.cli_support import one_line_errors
+from emobench.errors import InputError
+from emobench.records import Episode, EpisodeJudgement
+from emobench.registry import Registry
+from emobench.rundir import RunDir, read_records
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+HUMAN_SCALE = (1, 10)  # the holistic rubric's scale, which human ratings must share
+
+
+class HumanTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user: str = Field(min_length=1)
+    assistant: str
+
+
+class HumanConversation(BaseModel):
+    """One line of a --human file (docs/validity.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    case_id: str
+    turns: list[HumanTurn] = Field(min_length=1)
+    ratings: dict[str, dict[str, int]] = Field(min_length=1)  # rater -> dimension -> 1..10
+
+
+def read_human(path: Path, registry: Registry) -> list[HumanConversation]:
+    """Parse and check a --human JSONL file; the first problem is one InputError naming the line."""
+    from emobench.judging.holistic import HOLISTIC_DIMENSIONS
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(path, "", f"cannot read: {exc.strerror}") from None
+    known = {c.id for c in registry.all_cases()}
+    out: list[HumanConversation] = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = HumanConversation.model_validate_json(line)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise InputError(path, f"line {n}: {'.'.join(str(p) for p in err['loc']) or 'json'}", err["msg"]) from None
+        if item.case_id not in known:
+            raise InputError(path, f"line {n}: case_id", f"unknown case {item.case_id!r}; see `emobench scenarios list`")
+        for rater, scores in item.ratings.items():
+            for dim, score in scores.items():
+                where = f"line {n}: ratings.{rater}.{dim}"
+                if dim not in HOLISTIC_DIMENSIONS:
+                    raise InputError(path, where, f"unknown dimension; use {', '.join(HOLISTIC_DIMENSIONS)}")
+                if not HUMAN_SCALE[0] <= score <= HUMAN_SCALE[1]:
+                    raise InputError(path, where, f"{score} is outside {HUMAN_SCALE[0]}..{HUMAN_SCALE[1]}")
+        if item.id in {c.id for c in out}:
+            raise InputError(path, f"line {n}: id", f"{item.id!r} appears twice")
+        out.append(item)
+    if not out:
+        raise InputError(path, "", "no conversations")
+    return out
+
+
+async def panel_scores(
+    run: RunDir, conversations: list[HumanConversation], registry: Registry, root: Path, cache: Any
+) -> dict[str, dict[str, float | None]]:
+    """The run's panel rates every conversation on the holistic rubric: mean over valid judges."""
+    from emobench.config import validate_config
+    from emobench.endpoints.pool import EndpointPool
+    from emobench.episode.roles import derive_seed
+    from emobench.judging.holistic import _one_judge, mean_scores
+    from emobench.prompts import load_template
+    from emobench.runner import _caller
+
+    config = validate_config(run.read_manifest()["config"], run.manifest, root)
+    template = load_template(root / "judges" / config.panel.rubrics["holistic"])
+    async with AsyncExitStack() as stack:
+        pool = EndpointPool(stack, run.logs, cache)
+        judges = []
+        for role in config.judges:
+            client, info = await pool.resolve(role)
+            judges.append(_caller("judge", client, info))
+
+        async def rate(item: HumanConversation) -> tuple[str, dict[str, float | None]]:
+            case = registry.case(item.case_id)
+            transcript = [x for t in item.turns for x in (
+                {"speaker": case.persona.name, "text": t.user}, {"speaker": "Assistant", "text": t.assistant})]
+            messages = [
+                {"role": "system", "content": template.case_system(case)},
+                {"role": "user", "content": template.block(
+                    "user", transcript=transcript, left_with="", persona=case.persona, scenario=case.scenario)},
+            ]
+            seed = derive_seed(0, "human", item.id)
+            results = await asyncio.gather(*(_one_judge(j, messages, template, seed, config.judge_retries) for j in judges))
+            verdicts = [verdict for verdict, _ in results]
+            return item.id, mean_scores(verdicts)
+
+        return dict(await asyncio.gather(*(rate(c) for c in conversations)))
+
+
+def _episodes(rd: RunDir) -> list[Episode]:
+    """A run's episodes as its panel judged them (a rescore's panel folder replays its verdicts)."""
+    from emobench.scoring.replay import rejudged
+
+    manifest = rd.read_manifest()
+    source = RunDir(Path(manifest["rescored_from"])) if manifest.get("rescored_from") else rd
+    min_turns = int(manifest.get("config", {}).get("min_turns", 12))
+    replays = {j.key: j.mdep for j in read_records(rd.judgements, EpisodeJudgement) if j.mdep is not None}
+    return [rejudged(e, replays[e.key], min_turns) if e.key in replays else e for e in source.read_episodes()]
+
+
+def _scores(rd: RunDir) -> pd.DataFrame:
+    import pandas as pd
+
+    if not rd.scores.exists():
+        raise InputError(rd.scores, "", "file not found: score the run first (emobench run / merge / judge)")
+    frame = pd.read_parquet(rd.scores, columns=["run_id", "subject", "case_id", "seed", "epmq", "success"])
+    return frame.assign(run_id=str(rd.path))  # a replicate is (run directory, seed)
+
+
+def build_report(
+    run_dirs: list[Path], human: Path | None, *, root: Path, cache: Any, n_boot: int, seed: int
+) -> dict[str, Any]:
+    import pandas as pd
+
+    from emobench.registry import load_registry
+    from emobench.scoring.validity import human_agreement, run_validity
+
+    runs = [RunDir(p) for p in run_dirs]
+    scores = pd.concat([_scores(rd) for rd in runs], ignore_index=True)
+    roles: dict[str, list[Any]] = {"subjects": []}
+    for rd in runs:
+        roles["subjects"] += rd.read_manifest().get("roles", {}).get("subjects", [])
+    episodes = [e for rd in runs for e in _episodes(rd)]
+    report: dict[str, Any] = {"runs": [str(p) for p in run_dirs]}
+    report |= run_validity(scores, episodes, roles, n_boot=n_boot, seed=seed)
+    if human is not None:
+        registry = load_registry(root)
+        conversations = read_human(human, registry)
+        panel = asyncio.run(panel_scores(runs[0], conversations, registry, root, cache))
+        ratings = {c.id: c.ratings for c in conversations}
+        report["human"] = {"file": str(human), "n_conversations": len(conversations), "panel_of": str(runs[0].path),
+                           "dimensions": human_agreement(panel, ratings)}
+    return report
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def print_report(report: dict[str, Any], console: Console) -> None:
+    kg = report["known_groups"]
+    style = {"pass": "bold green", "fail": "bold red"}.get(kg["verdict"], "bold yellow")
+    console.print(f"[{style}]known groups: {kg['verdict'].upper()}[/] — {kg['summary']}", soft_wrap=True)
+    for c in kg["comparisons"]:
+        console.print(f"  {c['subject']} − {c['reference']} on {c['metric']}: {_fmt(c['diff'], 2)} "
+                      f"[{_fmt(c['lo'], 2)}, {_fmt(c['hi'], 2)}] over {c['n_cases']} case(s): {c['verdict']}", soft_wrap=True)
+    tr = report["test_retest"]
+    if tr["subjects"] is None:
+        console.print(f"test–retest: {tr['note']} ({tr['n_replicates']} replicate(s))")
+    else:
+        console.print(f"test–retest ({tr['n_replicates']} replicates, Spearman ρ of {tr['metric']}): "
+                      f"subjects {_fmt(tr['subjects']['rho'])}, cases {_fmt(tr['cases']['rho'])}")
+    jt = report["judge_tracker"]
+    console.print(f"judge–tracker per turn (panel A progress vs {jt['tracker']} change): ρ = {_fmt(jt['rho'])} "
+                  f"(p = {_fmt(jt['p'], 4)}, {jt['n_turns']} turns)", soft_wrap=True)
+    for dim, row in report.get("human", {}).get("dimensions", {}).items():
+        console.print(f"judge–human {dim}: ρ = {_fmt(row['spearman'])}, α(panel, humans) = "
+                      f"{_fmt(row['alpha_panel_vs_human'])}, α(between humans) = {_fmt(row['alpha_between_humans'])}"
+                      f" over {row['n']} conversation(s)", soft_wrap=True)
+
+
+def validate(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Scored run directories (several: seeds and reruns pool).")],
+    human: Annotated[Path | None, typer.Option(help="Human-rated conversations (JSONL, docs/validity.md).")] = None,
+    out: Annotated[Path | None, typer.Option("-o", "--out", help="validity.json path (default: in the first run).")] = None,
+    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    cache: Annotated[bool, typer.Option(help="Answer repeated judge calls from the response cache.")] = True,
+) -> None:
+    """Validity report: known groups, test–retest, judge–tracker and judge–human agreement."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    with one_line_errors():
+        from emobench.endpoints.cache import ResponseCache
+        from emobench.endpoints.embedded import cache_root
+        from emobench.runner import ROOT
+
+        responses = None
+        if cache:
+            responses = ResponseCache(Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite"))
+        report = build_report(run_dirs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed)
+        target = out or run_dirs[0] / "validity.json"
+        target.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print_report(report, Console())
+    Console(stderr=True).print(f"wrote {target}")

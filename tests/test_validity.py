@@ -1,0 +1,217 @@
+"""The validity report: known groups both ways on a hermetic run with reference subjects,
+test-retest, judge-tracker and judge-human maths against hand-computed values, the CLI and the page."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from emobench.cli import app
+from emobench.publish.html import write_page
+from emobench.publish.leaderboard import build_leaderboard
+from emobench.rundir import RunDir
+from emobench.scoring import validity
+from emobench.scoring.validity import human_agreement, judge_tracker, known_groups, retest_agreement
+from tests.conftest import write_config
+from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
+from tests.test_html import CHROMIUM
+
+REAL_REPLY = "What part of it weighs on you most?"  # the fake subject's reply (default_responder)
+REFERENCES = ["scripted:echo", "scripted:dismissive"]
+HUMAN_SAMPLE = Path(__file__).resolve().parents[1] / "validity" / "human_sample.jsonl"
+cli = CliRunner()
+
+
+def _judge(favour_real: bool) -> Any:
+    """A fake panel that rates the real subject's replies all progress and the references' all
+    regression, or the other way round."""
+
+    def responder(body: dict[str, Any]) -> str:
+        fmt = (body.get("response_format") or {}).get("json_schema", {}).get("name")
+        if fmt != "mdep_verdict":
+            return default_responder(body)
+        real = REAL_REPLY in body["messages"][-1]["content"]
+        good = {"progress": 2, "regression": 0, "evidence": "x", "reason": "y"}
+        bad = {"progress": 0, "regression": 2, "evidence": "x", "reason": "y"}
+        axis = good if real == favour_real else bad
+        return json.dumps(dict.fromkeys("CAP", axis))
+
+    return responder
+
+
+def _run(tmp_path: Path, favour_real: bool, seeds: list[int]) -> Path:
+    with FakeOpenAIServer(FakeState(responder=_judge(favour_real))) as fake:
+        cfg = write_config(tmp_path / "run.yaml", fake.base_url, seeds=seeds, max_turns=10, min_turns=2)
+        data = yaml.safe_load(cfg.read_text())
+        data["subjects"] += [{"binding": b} for b in REFERENCES]
+        cfg.write_text(yaml.safe_dump(data))
+        args = ["run", "--config", str(cfg), "--out", str(tmp_path), "--run-id", "r", "--no-progress"]
+        result = cli.invoke(app, args, catch_exceptions=False, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return tmp_path / "r"
+
+
+@pytest.fixture(scope="module")
+def favoured(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _run(tmp_path_factory.mktemp("favoured"), True, [0])
+
+
+def test_known_groups_pass_when_the_panel_favours_the_real_subject(favoured: Path) -> None:
+    report = json.loads((favoured / "report.json").read_text())["validity"]
+    assert report["reference_subjects"] == sorted(REFERENCES)
+    kg = report["known_groups"]
+    assert kg["verdict"] == "pass", kg["summary"]
+    assert len(kg["comparisons"]) == 2 * 2  # 1 real x 2 references x (EPM-Q, success)
+    assert all(c["verdict"] == "above" and c["lo"] > 0 and c["n_cases"] == 2 for c in kg["comparisons"])
+
+
+def test_known_groups_fail_plainly_when_the_panel_favours_the_references(tmp_path: Path) -> None:
+    run = _run(tmp_path, False, [0])
+    kg = json.loads((run / "report.json").read_text())["validity"]["known_groups"]
+    assert kg["verdict"] == "fail"
+    assert "does NOT rank every real subject above every reference subject" in kg["summary"]
+    epmq = [c for c in kg["comparisons"] if c["metric"] == "EPM-Q"]
+    assert epmq and all(c["verdict"] == "below" and c["hi"] < 0 for c in epmq)
+
+
+def test_known_groups_maths_on_a_frame() -> None:
+    rows = [("real", c, 0, 60.0 + i, True) for i, c in enumerate("abc")]
+    rows += [("scripted:echo", c, 0, 50.0 + 2 * i, False) for i, c in enumerate("abc")]
+    frame = pd.DataFrame(rows, columns=["subject", "case_id", "seed", "epmq", "success"])
+    kg = known_groups(frame, ["scripted:echo"], n_boot=500)
+    epmq = next(c for c in kg["comparisons"] if c["metric"] == "EPM-Q")
+    assert epmq["diff"] == pytest.approx(9.0)  # differences 10, 9, 8
+    assert kg["verdict"] == "pass"
+    assert known_groups(frame[frame.subject == "real"], ["scripted:echo"])["verdict"] == "not run"
+
+
+def test_retest_ranks_agree_or_reverse() -> None:
+    base = [("s1", "a", 10.0), ("s1", "b", 20.0), ("s2", "a", 30.0), ("s2", "b", 40.0), ("s3", "a", 50.0), ("s3", "b", 65.0)]
+    same = [(s, c, 0, v) for s, c, v in base] + [(s, c, 1, v + 1) for s, c, v in base]
+    frame = pd.DataFrame(same, columns=["subject", "case_id", "seed", "epmq"]).assign(run_id="r")
+    out = retest_agreement(frame)
+    assert out["subjects"]["rho"] == pytest.approx(1.0) and out["cases"]["rho"] == pytest.approx(1.0)
+    flipped = frame.assign(epmq=[v if seed == 0 else -v for v, seed in zip(frame.epmq, frame.seed, strict=True)])
+    assert retest_agreement(flipped)["subjects"]["rho"] == pytest.approx(-1.0)
+    assert retest_agreement(frame[frame.seed == 0])["subjects"] is None
+
+
+def test_judge_tracker_pairs_each_judged_turn_with_the_next_valence_change(
+    favoured: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    episodes = RunDir(favoured).read_episodes()[:2]
+    # Valence by message: each user message's position in its episode (0, 1, 2, ...), squared.
+    position = {t.user.message: float(t.index - 1) ** 2 for e in episodes for t in e.turns}
+    monkeypatch.setattr(validity, "valence", lambda texts: [position.get(x, 0.0) for x in texts])
+    out = judge_tracker(episodes)
+    n_pairs = sum(len(e.turns) - 1 + (e.last_user is not None) for e in episodes)
+    assert out["n_turns"] == n_pairs
+    # Every turn of the favoured real subject got the same A level: no variation, no rho.
+    assert out["rho"] is None or -1.0 <= out["rho"] <= 1.0
+
+
+def test_human_agreement_against_hand_computed_values() -> None:
+    human = {
+        "c1": {"r1": {"empathy": 1}, "r2": {"empathy": 1}},
+        "c2": {"r1": {"empathy": 2}, "r2": {"empathy": 2}},
+        "c3": {"r1": {"empathy": 3}, "r2": {"empathy": 5}},
+    }
+    panel = {"c1": {"empathy": 1.0}, "c2": {"empathy": 2.0}, "c3": {"empathy": 3.0}}
+    out = human_agreement(panel, human)["empathy"]
+    # Human means 1, 2, 4. Interval alpha of (1,2,3) vs (1,2,4): n = 6 values, D_o = 2*1/6,
+    # D_e = 2*(6*35 - 13**2)/(6*5) = 82/30, alpha = 1 - (1/3)/(82/30) = 72/82.
+    assert out["alpha_panel_vs_human"] == pytest.approx(72 / 82, abs=1e-4)
+    assert out["spearman"] == pytest.approx(1.0)
+    # Raters (1,2,3) vs (1,2,5): D_o = 2*4/6, D_e = 2*(6*44 - 14**2)/30 = 136/30, alpha = 96/136.
+    assert out["alpha_between_humans"] == pytest.approx(96 / 136, abs=1e-4)
+    assert out["n"] == 3 and out["n_raters"] == 2
+    missing = human_agreement({"c1": {"empathy": None}}, human)["empathy"]
+    assert missing["n"] == 0 and missing["spearman"] is None
+
+
+def test_validate_cli_with_the_shipped_human_sample(favoured: Path, tmp_path: Path) -> None:
+    with FakeOpenAIServer(FakeState()) as fake:
+        # The run's panel points at a server that is gone; point a copy at this one.
+        copy = tmp_path / "run"
+        subprocess.run(["cp", "-r", str(favoured), str(copy)], check=True)
+        manifest = json.loads((copy / "manifest.json").read_text())
+        for judge in manifest["config"]["panel"]["judges"]:
+            judge["binding"] = f"openai:fake-model@{fake.base_url}"
+        (copy / "manifest.json").write_text(json.dumps(manifest))
+        out = tmp_path / "v.json"
+        result = cli.invoke(app, ["validate", str(copy), "--human", str(HUMAN_SAMPLE), "-o", str(out), "--no-cache"],
+                            catch_exceptions=False, env={"COLUMNS": "200"})
+        holistic = [r for r in fake.state.requests if r["body"]["response_format"]["json_schema"]["name"] == "holistic_verdict"]
+    assert result.exit_code == 0, result.output
+    assert "known groups: PASS" in result.output
+    report = json.loads(out.read_text())
+    assert report["known_groups"]["verdict"] == "pass"
+    assert len(holistic) == 8  # one judge x the sample's 8 conversations
+    empathy = report["human"]["dimensions"]["empathy"]
+    assert empathy["n"] == 8 and empathy["n_raters"] == 1 and empathy["alpha_between_humans"] is None
+    assert empathy["spearman"] is None or -1 <= empathy["spearman"] <= 1
+
+
+def test_validate_names_the_bad_line_of_a_human_file(favoured: Path, tmp_path: Path) -> None:
+    lines = HUMAN_SAMPLE.read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["ratings"]["author-1"]["empathy"] = 11
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join([lines[0], json.dumps(bad)]) + "\n")
+    result = cli.invoke(app, ["validate", str(favoured), "--human", str(path), "-o", str(tmp_path / "v.json")])
+    assert result.exit_code == 2
+    assert "bad.jsonl: line 2: ratings.author-1.empathy: 11 is outside 1..10" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_page_shows_the_validity_section(favoured: Path, tmp_path: Path) -> None:
+    write_page(build_leaderboard([favoured], n_boot=200), tmp_path)
+    html = (tmp_path / "index.html").read_text()
+    assert 'id="validity"' in html and "Known groups: PASS" in html
+    assert html.index('id="validity"') < html.index('id="table-mechanism_stress"')  # beside the scores
+    if not CHROMIUM.exists():
+        pytest.skip("chromium absent")
+    dom = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'p'}",
+         "--dump-dom", (tmp_path / "index.html").as_uri()], capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    section = dom[dom.index('id="validity"'):]
+    section = section[: section.index("</section>")]
+    assert "scripted:dismissive" in section and section.count("above") >= 4
+    assert not math.isnan(float(section.count("<tr>")))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0, 100, allow_nan=False), min_size=3, max_size=8),
+       st.lists(st.floats(-30, 30, allow_nan=False), min_size=3, max_size=8))
+def test_known_groups_verdict_mirrors_when_the_groups_swap(real: list[float], shift: list[float]) -> None:
+    n = min(len(real), len(shift))
+    rows = [("real", f"c{i}", 0, real[i], False) for i in range(n)]
+    rows += [("scripted:echo", f"c{i}", 0, real[i] - shift[i], False) for i in range(n)]
+    frame = pd.DataFrame(rows, columns=["subject", "case_id", "seed", "epmq", "success"])
+    mirrored = frame.assign(epmq=-frame["epmq"])
+    one = next(c for c in known_groups(frame, ["scripted:echo"], n_boot=200)["comparisons"] if c["metric"] == "EPM-Q")
+    two = next(c for c in known_groups(mirrored, ["scripted:echo"], n_boot=200)["comparisons"] if c["metric"] == "EPM-Q")
+    flip = {"above": "below", "below": "above", "not separated": "not separated"}
+    assert two["verdict"] == flip[one["verdict"]]
+    assert two["diff"] == pytest.approx(-one["diff"], abs=1e-3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 10), min_size=3, max_size=12).filter(lambda xs: len(set(xs)) > 1))
+def test_a_panel_that_matches_the_humans_has_alpha_one(scores: list[int]) -> None:
+    human = {f"c{i}": {"r1": {"coherence": s}} for i, s in enumerate(scores)}
+    panel = {f"c{i}": {"coherence": float(s)} for i, s in enumerate(scores)}
+    out = human_agreement(panel, human)["coherence"]
+    assert out["alpha_panel_vs_human"] == pytest.approx(1.0)
+    assert out["spearman"] == pytest.approx(1.0)
