@@ -15,8 +15,7 @@ from emobench.cli_support import one_line_errors
 from emobench.errors import EmobenchError, InputError
 from emobench.judging import calibrate_cli
 from emobench.publish import cli as publish_cli
-from emobench.publish import viewer_cli
-from emobench.publish import validity_cli
+from emobench.publish import validity_cli, viewer_cli
 from emobench.registry import cli as registry_cli
 
 app = typer.Typer(

@@ -20,15 +20,11 @@ from typing import Any
 import pytest
 import yaml
 
-from emobench.cli import app
 from tests.fake_openai import WORSE_MODEL, FakeOpenAIServer, FakeState, scripted_responder
 from tests.gate_support import BASELINE_SUBJECT, gate_config, publish_baseline
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "ci"
-# `emobench report` (the run report page) is another change; until it is merged the example
-# step that calls it is skipped here. Once `report` is a command, the step always runs.
-REPORT_COMMAND_MERGED = any(c.name == "report" for c in app.registered_commands)
 
 
 @dataclass(frozen=True)
@@ -92,7 +88,7 @@ def _is_install(script: str) -> bool:
 
 
 def _skip(script: str) -> bool:
-    return _is_install(script) or (script.startswith("emobench report") and not REPORT_COMMAND_MERGED)
+    return _is_install(script)
 
 
 def _run_steps(steps: list[Step], ws: Path, env: dict[str, str]) -> list[tuple[str, int]]:
@@ -163,8 +159,7 @@ def test_github_actions_example(server: FakeOpenAIServer, baseline: dict[str, Pa
     assert by_name["Upload the run"]["if"] == "always()"
     assert {"manifest.json", "scores.parquet", "report.json", "gate-summary.md"} <= {
         p.name for p in uploaded.iterdir()}
-    if REPORT_COMMAND_MERGED:
-        assert (uploaded / "report.html").exists()
+    assert (uploaded / "report.html").exists()
     # The response cache lies inside the cached folder, and both cache steps use one key.
     cached = ws / by_name["Restore the response cache"]["with"]["path"]
     assert Path(first["env"]["EMOBENCH_RESPONSE_CACHE"]).parent == cached
