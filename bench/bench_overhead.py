@@ -4,7 +4,7 @@ N episodes x 12 turns (min_turns = max_turns = 12) go through ``run_benchmark`` 
 cache: prompt rendering, parsing, records and the run directory all count; the server runs in
 its own process and does not. The same number of raw calls then go through plain aiohttp and
 through ``openai.AsyncOpenAI`` in this process, for the ratios. Scoring (``finalize_run``) is
-not part of the episode loop and is left out: it runs the embedding tracker (trackers are
+not part of the episode loop and is left out: it runs the affect tracker (trackers are
 excepted from the target; ``bench_trackers.py`` measures them).
 
     HF_HUB_OFFLINE=1 python bench/bench_overhead.py [--episodes 200] [--turns 12] [--profile]

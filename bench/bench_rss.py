@@ -4,7 +4,7 @@
 response cache; the server runs in its own process. A sampler thread follows this process's
 RSS against the bytes in episodes.jsonl, which gives the growth per finished episode and so
 how many finished episodes stay in memory. Scoring (``finalize_run``) is left out: it runs the
-embedding tracker, whose cost and memory ``bench_trackers.py`` measures.
+affect tracker, whose cost and memory ``bench_trackers.py`` measures.
 
     HF_HUB_OFFLINE=1 python bench/bench_rss.py [--episodes 1000] [--turns 12] [--concurrency 64]
 """

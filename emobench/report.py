@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,7 @@ from emobench.scoring.invalid_outputs import invalid_output_rates
 from emobench.scoring.probe import counterfactual_spread
 from emobench.scoring.replay import rejudged
 from emobench.scoring.validity import run_validity
-from emobench.trackers.embedding import EmotionTracker
-
-
-@lru_cache(maxsize=1)
-def _emotion_tracker() -> EmotionTracker:
-    # Loading the MiniLM model costs seconds; one process scoring several runs loads it once.
-    return EmotionTracker.load()
+from emobench.trackers.affect import default_tracker
 
 
 def accounting(
@@ -86,7 +79,7 @@ def finalize_run(
     judges = [RoleConfig.model_validate(j).name for j in panel.get("judges", [])]
     episodes = origin.read_episodes()
     judgements = {j.key: j for j in read_records(out.judgements, EpisodeJudgement)}
-    emotions = _emotion_tracker()
+    tracker = default_tracker()
     scored = []
     rows = []
     for episode in episodes:
@@ -94,7 +87,7 @@ def finalize_run(
         if judgement is not None and judgement.mdep is not None:
             episode = rejudged(episode, judgement.mdep, min_turns)
         scored.append(episode)
-        rows.append(score_episode(episode, registry.case(episode.case_id), out.path.name, judgement, emotions))
+        rows.append(score_episode(episode, registry.case(episode.case_id), out.path.name, judgement, tracker))
     table = scores_table(rows)
     pq.write_table(table, out.scores)
     verdicts = read_records(out.pairwise_log, PairwiseVerdict)

@@ -3,7 +3,7 @@ uninterrupted run's, with no torn line kept and no episode twice.
 
 The killed and the resumed run are real `python -m emobench` processes; the uninterrupted run
 goes in this process, through the same `run_benchmark` and `finalize_run`, while the resumed
-one works (scoring loads the embedding tracker, which takes seconds in every process). All
+one works (scoring loads the affect tracker, which takes seconds in every process). All
 use one fake server, so they share the binding and therefore the config hash.
 """
 

@@ -43,6 +43,7 @@ def test_run_judges_episodes_then_a_rescore_replays_only_judges(fake: FakeOpenAI
     scores = pd.read_parquet(rd.scores)
     assert scores["empathy"].notna().all() and scores["probe_accuracy"].notna().all()
     assert scores["emotion_path"].map(len).eq(scores["n_turns"]).all()
+    assert scores["valence_path"].map(len).eq(scores["n_turns"]).all() and scores["tracker_version"].notna().all()
 
     before = len(fake.state.requests)
     panel = tmp_path / "pair.yaml"

@@ -1,5 +1,5 @@
-"""One scores.parquet row per episode: EPM-Q and its indices, success, meter, valence,
-emotions, holistic rubric, persona probe and audit count."""
+"""One scores.parquet row per episode: EPM-Q and its indices, success, meter, affect tracker
+(per-turn valence and emotions), holistic rubric, persona probe and audit count."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from emobench.registry import Case
 from emobench.scoring.epmq import epmq
 from emobench.scoring.probe import probe_scores
 from emobench.scoring.schema import SCORES_SCHEMA
-from emobench.trackers.embedding import EmotionTracker, emotion_path
-from emobench.trackers.lexicon import slope, thirds, valence
+from emobench.trackers.affect import AffectReading, AffectTracker
+from emobench.trackers.trajectory import slope, valence_trajectory
 
 FAILURES = ("collapse", "stagnation_regression")
 _EPMQ_FIELDS = (
@@ -40,14 +40,16 @@ def score_episode(
     case: Case,
     run_id: str,
     judgement: EpisodeJudgement | None = None,
-    emotions: EmotionTracker | None = None,
+    tracker: AffectTracker | None = None,
 ) -> dict[str, Any]:
-    """The row for one episode; pass the replayed episode when a rescore changed its turns."""
+    """The row for one episode; pass the replayed episode when a rescore changed its turns.
+
+    Without a tracker the affect columns are null (the runner always passes one)."""
     judged = [t for t in episode.turns if t.judgement.valid and t.judgement.vector is not None and t.epm is not None]
     holistic = mean_scores(judgement.holistic) if judgement else dict.fromkeys(HOLISTIC_DIMENSIONS)
     probe = probe_scores(episode.probe, case.persona)
     messages = [t.user.message for t in episode.turns]
-    path = emotion_path(emotions.classify(messages)) if emotions and messages else None
+    readings = tracker.read(messages) if tracker else None
     row: dict[str, Any] = {
         "run_id": run_id,
         "subject": episode.subject,
@@ -74,9 +76,7 @@ def score_episode(
         **holistic,
         "probe_accuracy": probe["accuracy"],
         "probe_need_correct": probe["need_correct"],
-        "emotion_first": path[0] if path else None,
-        "emotion_last": path[-1] if path else None,
-        "emotion_path": path,
+        **_affect_columns(readings, tracker.version if tracker else None),
         "audit_flags": len(judgement.audit) if judgement else None,
         "panel": judgement.panel if judgement else None,
         "registry_version": episode.registry_version,
@@ -94,8 +94,28 @@ def score_episode(
         row.update(dict.fromkeys(_EPMQ_FIELDS))
     meters = [float(case.persona.meter_start)] + [t.meter for t in episode.turns]
     row["meter_slope"] = slope(meters)
-    row["valence_first"], row["valence_last"] = thirds(valence(messages))
     return row
+
+
+def _affect_columns(readings: list[AffectReading] | None, version: str | None) -> dict[str, Any]:
+    if readings is None:
+        names = ("valence_first", "valence_last", "valence_slope", "valence_path", "closing_turns")
+        return {**dict.fromkeys(names), "emotion_first": None, "emotion_last": None, "emotion_path": None,
+                "tracker_version": None}
+    values = [r.valence for r in readings]
+    trajectory = valence_trajectory(values, [r.closing for r in readings])
+    path = [r.label for r in readings]
+    return {
+        "valence_first": trajectory.first,
+        "valence_last": trajectory.last,
+        "valence_slope": trajectory.slope,
+        "valence_path": values,
+        "closing_turns": trajectory.closing_turns,
+        "emotion_first": path[0] if path else None,
+        "emotion_last": path[-1] if path else None,
+        "emotion_path": path,
+        "tracker_version": version,
+    }
 
 
 def scores_table(rows: Iterable[dict[str, Any]]) -> pa.Table:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCORES_SCHEMA_VERSION = "2"
+SCORES_SCHEMA_VERSION = "3"  # 3: affect tracker (valence path and slope, closings, head emotions)
 
 _f64 = pa.float64()
 
@@ -47,11 +47,9 @@ SCORES_SCHEMA = pa.schema(
         ("pen", _f64),
         ("energy", _f64),  # raw EPM E, for the judge-Empathy correlation
         ("epm_path", pa.list_(pa.list_(_f64))),  # P_0..P_T as [C, A, P]
-        # meter and lexicon trackers
+        # meter tracker
         ("final_meter", _f64),
         ("meter_slope", _f64),
-        ("valence_first", _f64),  # mean VADER compound, first third of user turns
-        ("valence_last", _f64),
         # holistic rubric, mean over valid judges (null when no judge was valid)
         ("empathy", _f64),
         ("humanlikeness", _f64),
@@ -60,10 +58,16 @@ SCORES_SCHEMA = pa.schema(
         # persona probe (docs/method.md §5.6): accuracy in [0, 1], null when not run or never valid
         ("probe_accuracy", _f64),
         ("probe_need_correct", pa.bool_()),
-        # embedding emotion tracker over the user turns
+        # affect tracker over the user turns (docs/trackers.md); null when the episode has none
+        ("valence_path", pa.list_(_f64)),  # per-turn valence in [-1, 1], every user turn
+        ("valence_first", _f64),  # mean valence, first third of the measured turns
+        ("valence_last", _f64),  # ... last third; trailing closing pleasantries left out
+        ("valence_slope", _f64),  # least-squares slope per turn over the measured turns
+        ("closing_turns", pa.int64()),  # trailing thanks/goodbye turns left out of the end point
         ("emotion_first", pa.string()),
         ("emotion_last", pa.string()),
-        ("emotion_path", pa.list_(pa.string())),
+        ("emotion_path", pa.list_(pa.string())),  # strongest emotion per turn, or "neutral"
+        ("tracker_version", pa.string()),  # affect head and closing patterns, with their hashes
         # simulator audit flags (reported, never part of the subject's score)
         ("audit_flags", pa.int64()),
         ("panel", pa.string()),

@@ -114,7 +114,7 @@ def judge_tracker(episodes: Sequence[Episode]) -> dict[str, Any]:
             judged.append(turn.judgement.progress["A"] - turn.judgement.regression.get("A", 0))
             change.append(scores[i + 1] - scores[i])
     rho, p = spearman(judged, change)
-    return {"rho": _num(rho), "p": _num(p), "n_turns": len(judged), "tracker": "lexicon valence"}
+    return {"rho": _num(rho), "p": _num(p), "n_turns": len(judged), "tracker": "affect valence (head + VADER)"}
 
 
 def human_agreement(
