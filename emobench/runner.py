@@ -26,6 +26,7 @@ from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, RoleCaller
 from emobench.errors import EndpointError, InputError
+from emobench.judging.mdep import judge_turn
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
 from emobench.prompts import load_template
 from emobench.records import RoleInfo
@@ -221,7 +222,7 @@ async def run_benchmark(
 
         async def one(subject: RoleCaller, case: Case, seed: int) -> int:
             async with gate:
-                roles = EpisodeRoles(subject=subject, user=user, judges=judges, director=director)
+                roles = EpisodeRoles(subject=subject, user=user, judges=judges, judge_turn=judge_turn, director=director)
                 episode = await run_episode(case, roles, prompts, seed, limits, provenance)
             # Written off the event loop (the fsync would stall every episode) and not kept after;
             # shielded, so a run cancelled by another episode's failure still writes this one.
