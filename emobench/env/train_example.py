@@ -47,7 +47,7 @@ def train(config_path: Path, out: Path, steps: int, generations: int, max_new_to
             report_to="none", use_cpu=True, bf16=False, reward_weights=weights, seed=0, dataloader_num_workers=0,
         )
         trainer = GRPOTrainer(
-            model=model, reward_funcs=funcs, args=args, processing_class=tokenizer,
+            model=model, reward_funcs=list[Any](funcs), args=args, processing_class=tokenizer,
             train_dataset=Dataset.from_dict({"prompt": cases * steps * generations}),
             rollout_func=make_rollout_func(env_thread, max_new_tokens=max_new_tokens),
         )
