@@ -26,7 +26,9 @@ REPLY = "That sounds heavy. What part of it weighs on you most right now?"
 
 async def play(config: object, in_flight: int, log_dir: Path) -> int:
     from emobench.env import open_host
+    from emobench.runner import long_lived_heap
 
+    # The batch layer's GC setting (emobench.runner.long_lived_heap), which a trainer can use too.
     async with open_host(config, log_dir=log_dir) as host:  # type: ignore[arg-type]
         gate = asyncio.Semaphore(in_flight)
         jobs = [(case, seed) for case in host.cases() for seed in host.config.seeds]
@@ -40,7 +42,8 @@ async def play(config: object, in_flight: int, log_dir: Path) -> int:
                     steps += 1
                 return steps
 
-        return sum(await asyncio.gather(*(one(c, s) for c, s in jobs)))
+        with long_lived_heap():
+            return sum(await asyncio.gather(*(one(c, s) for c, s in jobs)))
 
 
 def main() -> None:
