@@ -44,7 +44,8 @@ def train(config_path: Path, out: Path, steps: int, generations: int, max_new_to
             output_dir=str(out), max_steps=steps, per_device_train_batch_size=generations,
             num_generations=generations, learning_rate=1e-6, beta=0.0, temperature=1.0, top_p=1.0,
             max_completion_length=max_new_tokens * config.max_turns * 4, logging_steps=1, save_strategy="no",
-            report_to="none", use_cpu=True, bf16=False, gradient_checkpointing=False, reward_weights=weights, seed=0, dataloader_num_workers=0,
+            report_to="none", use_cpu=True, bf16=False, gradient_checkpointing=False, reward_weights=weights, seed=0,
+            dataloader_num_workers=0,
         )
         trainer = GRPOTrainer(
             model=model, reward_funcs=list[Any](funcs), args=args, processing_class=tokenizer,
