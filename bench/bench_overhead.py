@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=200)
     ap.add_argument("--turns", type=int, default=12)
     ap.add_argument("--concurrency", type=int, default=16, help="requests in flight (the endpoint cap)")
+    ap.add_argument("--in-flight", type=int, default=64, help="episodes in flight (the run's concurrency)")
     ap.add_argument(
         "--profile", action="store_true",
         help="also print the harness run's cProfile hot spots (the profiler inflates the CPU figures)",
@@ -46,7 +47,7 @@ def main() -> None:
     with fake_server() as server, tempfile.TemporaryDirectory() as tmp:
         config = bench_config(
             server.base_url, max_concurrency=args.concurrency, seeds=list(range(seeds)), max_turns=args.turns,
-            min_turns=args.turns, concurrency=64, limit_cases=cases,
+            min_turns=args.turns, concurrency=args.in_flight, limit_cases=cases,
         )
         warm = bench_config(server.base_url, seeds=[0], max_turns=2, min_turns=2, limit_cases=2)
         # Imports, template compilation and the first connections are not per-call costs.

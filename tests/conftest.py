@@ -11,6 +11,7 @@ import pytest
 from emobench.config import PanelConfig, RoleConfig, RunConfig
 from emobench.endpoints.client import OpenAICompatClient, RetryPolicy
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Provenance, RoleCaller
+from emobench.judging.mdep import judge_turn
 from emobench.records import RoleInfo, Sampling
 from emobench.registry import Registry, load_registry
 from emobench.runner import ROOT, _caller, load_prompts
@@ -58,6 +59,7 @@ def fake_roles(base_url: str, n_judges: int = 1) -> EpisodeRoles:
         subject=fake_caller(base_url, "subject", "subject-a"),
         user=fake_caller(base_url, "user", "sim"),
         judges=tuple(fake_caller(base_url, "judge", f"judge-{i}") for i in range(n_judges)),
+        judge_turn=judge_turn,
     )
 
 

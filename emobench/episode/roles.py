@@ -9,12 +9,13 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
 from emobench.prompts import PromptTemplate
-from emobench.records import ModelCall, RoleInfo
+from emobench.records import ModelCall, RoleInfo, TurnJudgement
+from emobench.registry import Case
 
 # (messages, seed, response_format) -> completion; the runner binds endpoint, sampling, cache.
 CallFn = Callable[[list[dict[str, str]], int, "dict[str, Any] | None"], Awaitable[Any]]
@@ -101,12 +102,35 @@ class RoleCaller:
         return None, calls, error
 
 
-@dataclass(frozen=True)
-class EpisodeRoles:
-    subject: RoleCaller
+class TurnJudge(Protocol):
+    """The panel's per-turn MDEP judgement; the runner supplies it, so episode/ imports no judging/."""
+
+    def __call__(
+        self,
+        judges: tuple[RoleCaller, ...],
+        template: PromptTemplate,
+        case: Case,
+        transcript: list[dict[str, str]],
+        reply: str,
+        seed: int,
+        turn: int,
+        retries: int,
+    ) -> Awaitable[tuple[TurnJudgement, list[ModelCall]]]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorldRoles:
+    """Every role but the subject: the simulated user, the judge panel and the director."""
+
     user: RoleCaller
     judges: tuple[RoleCaller, ...]
+    judge_turn: TurnJudge
     director: RoleCaller | None = None  # None: the rule director
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodeRoles(WorldRoles):
+    subject: RoleCaller
 
 
 @dataclass(frozen=True)
