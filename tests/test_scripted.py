@@ -12,6 +12,7 @@ from emobench.endpoints.scripted import ENDPOINT, ScriptedClient, load_lines, sc
 from emobench.episode.loop import run_episode
 from emobench.episode.roles import EpisodeRoles, Limits
 from emobench.errors import InputError
+from emobench.judging.mdep import judge_turn
 from emobench.records import RoleInfo, Sampling
 from emobench.runner import _caller
 from tests.conftest import PROVENANCE, fake_caller
@@ -55,6 +56,7 @@ def test_an_episode_with_a_scripted_subject_records_provenance_and_an_invalid_pr
         subject=_caller("subject", client, info),
         user=fake_caller(fake.base_url, "user", "sim"),
         judges=(fake_caller(fake.base_url, "judge", "judge-0"),),
+        judge_turn=judge_turn,
     )
     case = registry.cases("demo")[0]
     episode = asyncio.run(run_episode(case, roles, prompts, 3, Limits(max_turns=3, min_turns=2), PROVENANCE))

@@ -21,7 +21,7 @@ from emobench.episode.roles import EpisodeRoles, Limits
 from emobench.episode.simulator import USER_MOVE_FORMAT
 from emobench.judging.holistic import HOLISTIC_FORMAT
 from emobench.judging.iedr import IEDR_FORMAT
-from emobench.judging.mdep import MDEP_FORMAT
+from emobench.judging.mdep import MDEP_FORMAT, judge_turn
 from emobench.judging.pairwise import PAIRWISE_FORMAT
 from emobench.records import RoleInfo, Sampling
 from emobench.registry import Registry
@@ -102,6 +102,7 @@ def test_bounded_requests_reach_the_server_and_the_record_says_so(
         subject=fake_caller(fake.base_url, "subject", "subject-a"),
         user=_caller("user", client, info),
         judges=(fake_caller(fake.base_url, "judge", "judge-0"),),
+        judge_turn=judge_turn,
     )
     case = registry.cases("demo")[0]
     episode = asyncio.run(run_episode(case, roles, prompts, 0, Limits(max_turns=2, min_turns=2), PROVENANCE))
