@@ -7,7 +7,6 @@ trajectory is recomputed from them.
 
 from __future__ import annotations
 
-from collections import Counter
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +40,7 @@ async def rescore(
     cache: ResponseCache | None = None,
     force: bool = False,
     console: Console | None = None,
-) -> tuple[RunDir, dict[str, int]]:
+) -> RunDir:
     console = console or Console(stderr=True)
     source = RunDir(run_dir)
     manifest = source.read_manifest()
@@ -58,7 +57,7 @@ async def rescore(
     out.repair()
     episodes = source.read_episodes()
     async with AsyncExitStack() as stack:
-        pool = EndpointPool(stack, out.logs, cache)
+        pool = EndpointPool(stack, out.logs, cache, on_fault=out.log_fault)
         judges = []
         for role in panel_config.judges:
             client, info = await pool.resolve(role)
@@ -84,7 +83,4 @@ async def rescore(
         console.print(f"rescoring {len(episodes)} episode(s) of {source.path} with panel {panel_config.name!r}")
         await judge_episodes(out, episodes, registry, panel, config.limits(), config.concurrency, replay=True)
         await judge_pairwise(out, episodes, registry, panel, config.limits(), config.concurrency)
-        faults: Counter[str] = Counter()
-        for client in pool.clients():
-            faults.update(client.stats.faults)
-    return out, dict(faults)
+    return out

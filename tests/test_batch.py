@@ -31,7 +31,7 @@ def _run(server: FakeOpenAIServer, tmp: Path, name: str, cache: ResponseCache | 
     config = validate_config(data, "run.yaml")
     result = asyncio.run(run_benchmark(config, tmp / name, show_progress=False, cache=cache))
     rd = RunDir(result.run_dir)
-    finalize_run(rd, load_registry(ROOT), result.faults)
+    finalize_run(rd, load_registry(ROOT))
     return pd.read_parquet(rd.scores).drop(columns=["run_id"]).sort_values(SCORE_KEYS).reset_index(drop=True)
 
 

@@ -91,7 +91,7 @@ def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path: Path) 
 
             resume = _start(env, "--resume", killed)
             result = asyncio.run(run_benchmark(validate_config(load_config_data(cfg), cfg), runs / "full", show_progress=False))
-            finalize_run(RunDir(result.run_dir), load_registry(ROOT), result.faults)
+            finalize_run(RunDir(result.run_dir), load_registry(ROOT))
             _finish(resume)
         finally:
             for proc in (victim, resume):  # a failed assertion leaves no run behind
