@@ -126,6 +126,6 @@ def test_sigterm_stops_the_run_cleanly_and_keeps_finished_episodes(tmp_path: Pat
                 proc.communicate()
     text = out.decode(errors="replace")
     assert proc.returncode == 143, text[-2000:]
-    assert "terminated: finished work is kept" in text and "Traceback" not in text
+    assert f"terminated: finished work is kept; rerun with --resume {tmp_path / 'r'}" in text and "Traceback" not in text
     keys = [json.loads(line)["key"] for line in (tmp_path / "r" / "episodes.jsonl").read_bytes().splitlines()]
     assert 1 <= len(keys) < 16 and len(set(keys)) == len(keys)
