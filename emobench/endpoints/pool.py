@@ -71,10 +71,8 @@ class EndpointPool:
         form: StructuredForm = "portable"
         if binding.kind == "scripted":
             # In-process and free: no server, and no cache (answering costs less than a lookup).
-            key = (ENDPOINT, binding.spec)
-            if key not in self._clients:
-                self._clients[key] = ScriptedClient(binding.model)
-            client = self._clients[key]
+            client: ChatEndpoint = ScriptedClient(binding.model)
+            self._clients.append(client)
             endpoint = ENDPOINT
         elif binding.kind == "vllm":
             base, served = await self._vllm(binding.model)
@@ -127,7 +125,8 @@ def require_keys(roles: list[tuple[str, RoleConfig]], source: str | Path) -> Non
     """Refuse, before the first call, a role whose ``api_key_env`` names an unset variable:
     the call would go out with no key at all."""
     for field, role in roles:
-        if role.api_key_env and parse_binding(role.binding).kind != "vllm" and not os.environ.get(role.api_key_env):
+        remote = parse_binding(role.binding).kind in ("openai", "litellm")
+        if role.api_key_env and remote and not os.environ.get(role.api_key_env):
             raise InputError(
                 source, f"{field}.api_key_env", f"the {role.name} role's key variable {role.api_key_env} is not set"
             )
