@@ -11,15 +11,18 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from emobench.cli_support import one_line_errors
-from emobench.errors import EmobenchError, InputError
+from emobench.cli_support import Interruption, OneLineUsage, against_flags, one_line_errors
+from emobench.errors import InputError
 from emobench.judging import calibrate_cli
 from emobench.publish import cli as publish_cli
 from emobench.publish import validity_cli, viewer_cli
 from emobench.registry import cli as registry_cli
 
 app = typer.Typer(
-    help="emobench: a dynamic emotional-intelligence benchmark for chat models.", no_args_is_help=True, add_completion=False
+    help="emobench: a dynamic emotional-intelligence benchmark for chat models.",
+    no_args_is_help=True,
+    add_completion=False,
+    cls=OneLineUsage,
 )
 app.add_typer(registry_cli.app, name="scenarios")
 app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
@@ -54,15 +57,25 @@ def _overrides(
         data["judges"] = [{"binding": j, "label": f"judge-{i}" if len(judge) > 1 else None} for i, j in enumerate(judge)]
     if split:
         data["split"] = split
-    if seeds:
+    if seeds is not None:
         try:
             data["seeds"] = [int(s) for s in seeds.split(",") if s.strip()]
         except ValueError:
-            raise EmobenchError(f"--seeds: {seeds!r} is not a comma-separated list of integers") from None
+            raise InputError("--seeds", "", f"{seeds!r} is not a comma-separated list of integers") from None
+        if not data["seeds"]:
+            raise InputError("--seeds", "", f"{seeds!r} holds no seed")
     for key, value in (("max_turns", max_turns), ("min_turns", min_turns), ("limit_cases", limit)):
         if value is not None:
             data[key] = value
     return data
+
+
+# The config field each flag of `run` sets (the key _overrides uses -> the validated field).
+FLAGS = {
+    "subjects": "--subject", "user": "--user", "judges": "--judge", "split": "--split", "seeds": "--seeds",
+    "max_turns": "--max-turns", "min_turns": "--min-turns", "limit_cases": "--limit",
+}
+FLAG_FIELDS = {key: "panel.judges" if key == "judges" else key for key in FLAGS}
 
 
 def _merge_roles(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +138,7 @@ def run(
     """Run episodes, judge and score them, and print the leaderboard."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    def go() -> None:
+    def go(interruption: Interruption) -> None:
         from emobench.config import load_config_data, resolve_panel, validate_config
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
@@ -136,33 +149,35 @@ def run(
         from emobench.scoring.epmq import EPMQ_WEIGHTS
         from emobench.scoring.invalid_outputs import invalid_summary
 
+        if run_id is not None and (Path(run_id).name != run_id or run_id in ("", ".", "..") or "\x00" in run_id):
+            raise InputError("--run-id", "", f"{run_id!r} is not a plain directory name")
+        if resume is not None and not RunDir(resume).manifest.exists():
+            raise InputError(resume, "", "no manifest.json: not a run directory to resume")
         source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
-        base = RunDir(resume).read_manifest()["config"] if resume and config is None else load_config_data(source)
-        base = resolve_panel(base, source, ROOT)
-        data = _merge_roles(base, _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit))
-        cfg = validate_config(data, source)
+        base = RunDir(resume).read_config() if resume and config is None else load_config_data(source)
+        overrides = _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit)
+        flags = {FLAG_FIELDS[key]: flag for key, flag in FLAGS.items() if key in overrides}
+        with against_flags(flags):
+            cfg = validate_config(_merge_roles(resolve_panel(base, source, ROOT), overrides), source)
         run_dir = resume or out_dir / (run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
+        interruption.run_dir = run_dir
         log = err()
-        log.print(
-            f"emobench run → {run_dir}  (config {cfg.config_hash()}, split {cfg.split}, "
-            f"{len(cfg.subjects)} subject(s), seeds {cfg.seeds})",
-            soft_wrap=True,
-        )
         responses = _response_cache(cache, cache_dir)
-        result = asyncio.run(
-            run_benchmark(
-                cfg,
-                run_dir,
-                resume=resume is not None,
-                force=force,
-                console=log,
-                show_progress=progress,
-                cache=responses,
-                shard=_parse_shard(shard),
+        with against_flags(flags):  # an unknown --split is found when the registry is read
+            result = asyncio.run(
+                run_benchmark(
+                    cfg,
+                    run_dir,
+                    resume=resume is not None,
+                    force=force,
+                    console=log,
+                    show_progress=progress,
+                    cache=responses,
+                    shard=_parse_shard(shard),
+                )
             )
-        )
         rd = RunDir(result.run_dir)
-        finalize_run(rd, load_registry(ROOT), result.faults)
+        finalize_run(rd, load_registry(ROOT))
         table = build_leaderboard([rd.path])
         write_leaderboard(table, rd.path)
         render_table(table, Console())
@@ -171,8 +186,8 @@ def run(
         log.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {summary_line(report)} · {rd.path}")
         log.print(invalid_summary(report))
 
-    with one_line_errors():
-        go()
+    with one_line_errors() as interruption:
+        go(interruption)
 
 
 @app.command()
@@ -228,8 +243,8 @@ def judge(
         from emobench.runner import ROOT
 
         log = err()
-        out, faults = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force, console=log))
-        finalize_run(out, load_registry(ROOT), faults, source=RunDir(run_dir))
+        out = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force, console=log))
+        finalize_run(out, load_registry(ROOT), source=RunDir(run_dir))
         table = build_leaderboard([out.path], force=force)
         write_leaderboard(table, out.path)
         render_table(table, Console())

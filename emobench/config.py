@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 import yaml
@@ -14,6 +14,10 @@ from emobench.endpoints.binding import parse_binding
 from emobench.episode.roles import Limits
 from emobench.errors import InputError
 from emobench.records import Sampling
+
+# Counts are bounded so that the config hash (orjson: 64-bit integers) and the clients take them.
+INT64 = 2**63
+Seed = Annotated[int, Field(ge=0, lt=INT64)]
 
 # Fields that change how fast a run goes but not what it produces; kept out of the hash.
 OPERATIONAL = {"max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price"}
@@ -34,10 +38,11 @@ class RoleConfig(_Config):
     binding: str
     label: str | None = None
     sampling: Sampling = Field(default_factory=Sampling)
-    max_concurrency: int = Field(default=16, ge=1)
-    timeout_s: float = Field(default=300.0, gt=0)
-    retries: int = Field(default=5, ge=0)  # retries of transient failures (429, 5xx, timeouts)
-    api_key_env: str = "OPENAI_API_KEY"  # the variable's name; its value is never stored
+    max_concurrency: int = Field(default=16, ge=1, lt=INT64)
+    timeout_s: float = Field(default=300.0, gt=0, le=86400)
+    retries: int = Field(default=5, ge=0, le=100)  # retries of transient failures (429, 5xx, timeouts)
+    # The variable's name; its value is never stored. Unset: OPENAI_API_KEY when it is set.
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     price: Price | None = None  # for the cost line of the accounting
 
     @property
@@ -65,18 +70,19 @@ class RunConfig(_Config):
     panel: PanelConfig
     director: RoleConfig | None = None  # an LLM director; None uses the rule director
     probe: bool = True  # ask the subject, out of character, to infer the persona (docs/method.md §5.6)
-    subject_system_prompt: str | None = None  # a template name under prompts/, e.g. "companion"
+    # A template name under prompts/, e.g. "companion".
+    subject_system_prompt: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+$")
     split: str = "test"
     cases: list[str] | None = None
-    limit_cases: int | None = Field(default=None, ge=1)
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
-    max_turns: int = Field(default=30, ge=1)
-    min_turns: int = Field(default=12, ge=1)
-    judge_retries: int = Field(default=2, ge=0)
-    simulator_retries: int = Field(default=2, ge=0)
-    director_retries: int = Field(default=2, ge=0)
-    reveal_every: int = Field(default=3, ge=0)
-    concurrency: int = Field(default=64, ge=1)
+    limit_cases: int | None = Field(default=None, ge=1, lt=INT64)
+    seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1)
+    max_turns: int = Field(default=30, ge=1, lt=INT64)
+    min_turns: int = Field(default=12, ge=1, lt=INT64)
+    judge_retries: int = Field(default=2, ge=0, le=100)
+    simulator_retries: int = Field(default=2, ge=0, le=100)
+    director_retries: int = Field(default=2, ge=0, le=100)
+    reveal_every: int = Field(default=3, ge=0, lt=INT64)
+    concurrency: int = Field(default=64, ge=1, lt=INT64)
 
     def limits(self) -> Limits:
         return Limits(
@@ -127,6 +133,8 @@ def resolve_panel(data: dict[str, Any], source: str | Path, root: Path) -> dict[
         data["panel"] = {"name": "inline", "judges": data.pop("judges")}
     elif isinstance(data.get("panel"), str):
         path = Path(data["panel"])
+        if "\x00" in data["panel"]:
+            raise InputError(source, "panel", "a path with a NUL character")
         path = path if path.is_absolute() or path.exists() else root / path
         data["panel"] = load_config_data(path)
     return data
@@ -157,6 +165,8 @@ def load_config_data(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(path, "", f"cannot read config: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"byte {exc.start}", "not UTF-8 text") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "yaml"

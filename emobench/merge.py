@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from emobench.errors import InputError
-from emobench.rundir import RunDir
+from emobench.rundir import RunDir, append_line, whole_lines
 
 
 def merge_runs(sources: list[Path], out: Path, *, force: bool = False) -> dict[str, Any]:
@@ -37,6 +37,8 @@ def merge_runs(sources: list[Path], out: Path, *, force: bool = False) -> dict[s
                 continue
             seen.add(episode.key)
             target.append_episode(episode)
+        for _, line in whole_lines(rd.faults):  # every shard's faults count in the merged run
+            append_line(target.faults, line.rstrip(b"\n"))
     merged = {**first, "run_id": out.name, "shard": None, "merged_from": [str(p) for p in sources], "forced": force}
     target.write_json(target.manifest, merged)
     return {"episodes": len(seen), "duplicates": duplicates, "sources": len(sources)}

@@ -18,9 +18,9 @@ class Record(BaseModel):
 
 
 class Sampling(Record):
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 256
+    temperature: float = Field(default=0.7, ge=0, allow_inf_nan=False)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    max_tokens: int = Field(default=256, ge=1, lt=2**31)
 
 
 class ModelCall(Record):

@@ -65,9 +65,7 @@ def invalid_judgements(episodes: list[Episode]) -> dict[str, int]:
     return dict(counts)
 
 
-def finalize_run(
-    out: RunDir, registry: Registry, faults: dict[str, int] | None = None, *, source: RunDir | None = None
-) -> list[Episode]:
+def finalize_run(out: RunDir, registry: Registry, *, source: RunDir | None = None) -> list[Episode]:
     """Score every episode and write scores.parquet, pairwise.parquet and report.json to out.
 
     source is the run whose episodes a rescore judged again (out is then its panel folder).
@@ -103,9 +101,6 @@ def finalize_run(
         for judge, n in frame.attrs.get("invalid_by_judge", {}).items():
             invalid[f"{judge} (pairwise)"] = n
     stops = Counter(ep.stop_reason for ep in episodes)
-    # Faults accumulate over every process that worked on this run (a resume adds its own).
-    all_faults = Counter(out.read_report().get("faults", {}))
-    all_faults.update(faults or {})
     audit = Counter(flag.kind for j in judgements.values() for flag in j.audit)
     report = {
         "run_id": out.path.name,
@@ -118,7 +113,7 @@ def finalize_run(
         "audit": {"flags": dict(audit), "flagged_episodes": sum(bool(j.audit) for j in judgements.values())},
         "counterfactual_spread": _spread(scores, registry),
         "validity": run_validity(scores, scored, origin.read_manifest().get("roles", {})),
-        "faults": dict(all_faults),
+        "faults": out.fault_counts(),  # logged as they happened, by every process on this run
         "accounting": accounting(episodes, list(judgements.values()), _prices(config)),
     }
     out.write_json(out.report, report)
@@ -133,7 +128,12 @@ def summary_line(report: dict[str, Any]) -> str:
     completion = sum(a["completion_tokens"] for a in acc)
     costs = [a["cost_usd"] for a in acc if a.get("cost_usd") is not None]
     cost = f", cost ${sum(costs):.4f}" if costs else ""
-    return f"{sum(a['calls'] for a in acc)} model calls, {prompt} prompt + {completion} completion tokens{cost}"
+    calls = sum(a["calls"] for a in acc)
+    cached = sum(a.get("cached_calls", 0) for a in acc)
+    return (
+        f"{calls - cached} live model calls, {cached} answered from the response cache, "
+        f"{prompt} prompt + {completion} completion tokens{cost}"
+    )
 
 
 def _prices(config: dict[str, Any]) -> dict[str, Price]:

@@ -7,7 +7,6 @@ trajectory is recomputed from them.
 
 from __future__ import annotations
 
-from collections import Counter
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +16,7 @@ from rich.console import Console
 
 from emobench.config import PanelConfig, load_config_data, validate_config
 from emobench.endpoints.cache import ResponseCache
-from emobench.endpoints.pool import EndpointPool
+from emobench.endpoints.pool import EndpointPool, require_keys
 from emobench.errors import InputError
 from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
 from emobench.registry import load_registry
@@ -41,12 +40,13 @@ async def rescore(
     cache: ResponseCache | None = None,
     force: bool = False,
     console: Console | None = None,
-) -> tuple[RunDir, dict[str, int]]:
+) -> RunDir:
     console = console or Console(stderr=True)
     source = RunDir(run_dir)
     manifest = source.read_manifest()
     config = validate_config(manifest["config"], source.manifest, root)
     panel_config = load_panel(panel_path)
+    require_keys([(f"judges[{i}]", judge) for i, judge in enumerate(panel_config.judges)], panel_path)
     registry = load_registry(root)
     # A run on an earlier edition finds its cases in the archived split (e.g. test-v1).
     if registry.split_with_version(manifest["registry_version"]) is None and not force:
@@ -58,7 +58,7 @@ async def rescore(
     out.repair()
     episodes = source.read_episodes()
     async with AsyncExitStack() as stack:
-        pool = EndpointPool(stack, out.logs, cache)
+        pool = EndpointPool(stack, out.logs, cache, on_fault=out.log_fault)
         judges = []
         for role in panel_config.judges:
             client, info = await pool.resolve(role)
@@ -84,7 +84,4 @@ async def rescore(
         console.print(f"rescoring {len(episodes)} episode(s) of {source.path} with panel {panel_config.name!r}")
         await judge_episodes(out, episodes, registry, panel, config.limits(), config.concurrency, replay=True)
         await judge_pairwise(out, episodes, registry, panel, config.limits(), config.concurrency)
-        faults: Counter[str] = Counter()
-        for client in pool.clients():
-            faults.update(client.stats.faults)
-    return out, dict(faults)
+    return out

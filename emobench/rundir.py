@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,6 +44,7 @@ class RunDir:
         self.pairwise_log = path / "pairwise.jsonl"
         self.pairwise_calls = path / "pairwise_calls.jsonl"
         self.pairwise = path / "pairwise.parquet"
+        self.faults = path / "faults.jsonl"
         self.logs = path / "logs"
 
     def create(self) -> None:
@@ -54,21 +56,22 @@ class RunDir:
 
     def read_manifest(self) -> dict[str, Any]:
         try:
-            data = json.loads(self.manifest.read_text())
+            return _json_object(self.manifest)
         except FileNotFoundError:
             raise InputError(self.manifest, "", "no manifest: not a run directory") from None
-        except json.JSONDecodeError as exc:
-            raise InputError(self.manifest, f"line {exc.lineno}", f"corrupt JSON: {exc.msg}") from None
-        if not isinstance(data, dict):
-            raise InputError(self.manifest, "", "manifest is not a JSON object")
-        return data
+
+    def read_config(self) -> dict[str, Any]:
+        """The run config the manifest records."""
+        config = self.read_manifest().get("config")
+        if not isinstance(config, dict):
+            raise InputError(self.manifest, "config", "missing or not a JSON object")
+        return config
 
     def read_report(self) -> dict[str, Any]:
         try:
-            data: dict[str, Any] = json.loads(self.report.read_text())
+            return _json_object(self.report)
         except FileNotFoundError:
             return {}
-        return data
 
     def append_episode(self, episode: Episode) -> None:
         append_line(self.episodes, episode.model_dump_json().encode())
@@ -84,9 +87,41 @@ class RunDir:
         """Keys of the episodes whose post-episode judgement is written."""
         return _keys(self.judgements)
 
+    def log_fault(self, endpoint: str, kind: str) -> None:
+        """One line per fault as it happens, so that a killed process's faults still count.
+        No fsync: the line survives the process in the page cache, and faults are frequent."""
+        fd = os.open(self.faults, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, orjson.dumps({"endpoint": endpoint, "kind": kind}) + b"\n")
+        finally:
+            os.close(fd)
+
+    def fault_counts(self) -> dict[str, int]:
+        """Faults per kind over every process that worked on this run."""
+        counts: Counter[str] = Counter()
+        for number, line in whole_lines(self.faults):
+            try:
+                counts[str(orjson.loads(line)["kind"])] += 1
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                raise InputError(self.faults, f"line {number}", "corrupt record") from None
+        return dict(counts)
+
     def repair(self) -> int:
         """Cut torn tail lines left by a crash; return the bytes removed."""
-        return sum(repair_tail(path) for path in (self.episodes, self.judgements, self.pairwise_log, self.pairwise_calls))
+        logs = (self.episodes, self.judgements, self.pairwise_log, self.pairwise_calls, self.faults)
+        return sum(repair_tail(path) for path in logs)
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_bytes())
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"line {exc.lineno}", f"corrupt JSON: {exc.msg}") from None
+    except (UnicodeDecodeError, RecursionError):
+        raise InputError(path, "", "corrupt JSON: not UTF-8 text or nested too deep") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "", "not a JSON object")
+    return data
 
 
 def append_line(path: Path, data: bytes) -> None:
@@ -101,7 +136,7 @@ def append_line(path: Path, data: bytes) -> None:
 
 def _keys(path: Path) -> set[str]:
     keys = set()
-    for number, line in _lines(path):
+    for number, line in whole_lines(path):
         try:
             keys.add(orjson.loads(line)["key"])
         except (orjson.JSONDecodeError, KeyError, TypeError):
@@ -109,7 +144,7 @@ def _keys(path: Path) -> set[str]:
     return keys
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def whole_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     if not path.exists():
         return
     with open(path, "rb") as fh:
@@ -120,13 +155,13 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
 def read_records(path: Path, model: type[R]) -> list[R]:
     records = []
-    for number, line in _lines(path):
+    for number, line in whole_lines(path):
         try:
             records.append(model.model_validate_json(line))
         except ValidationError as exc:
             err = exc.errors()[0]
             field = ".".join(str(p) for p in err["loc"])
-            raise InputError(path, f"line {number}: {field}", err["msg"]) from None
+            raise InputError(path, f"line {number}: {field}" if field else f"line {number}", err["msg"]) from None
     return records
 
 

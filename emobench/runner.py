@@ -9,7 +9,6 @@ import asyncio
 import gc
 import hashlib
 import subprocess
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
@@ -24,16 +23,16 @@ import emobench
 from emobench.config import RoleConfig, RunConfig
 from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.client import ChatEndpoint
-from emobench.endpoints.pool import EndpointPool
+from emobench.endpoints.pool import EndpointPool, require_keys
 from emobench.episode.loop import run_episode
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, RoleCaller
 from emobench.errors import EndpointError, InputError
 from emobench.judging.mdep import judge_turn
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
 from emobench.prompts import load_template
-from emobench.records import RoleInfo
+from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict, RoleInfo
 from emobench.registry import Case, Registry, load_registry
-from emobench.rundir import RunDir
+from emobench.rundir import RunDir, read_records
 
 ROOT = Path(emobench.__file__).resolve().parents[1]
 
@@ -43,7 +42,6 @@ class RunResult:
     run_dir: Path
     new_episodes: int
     total_episodes: int
-    faults: dict[str, int]
 
 
 def git_sha(root: Path) -> str | None:
@@ -106,16 +104,42 @@ def manifest(
     }
 
 
-def _check_resume(rd: RunDir, config: RunConfig, resume: bool, force: bool) -> None:
+def _check_resume(rd: RunDir, config: RunConfig, registry_version: str, resume: bool, force: bool) -> None:
     if not rd.manifest.exists():
         return
     if not resume:
         raise InputError(rd.path, "", "run directory already exists; pass --resume to continue it")
-    old = rd.read_manifest().get("config_hash")
-    if old != config.config_hash() and not force:
+    old = rd.read_manifest()
+    if old.get("split") != config.split:  # even --force: one run directory holds one split
+        raise InputError(rd.manifest, "split", f"the run is of split {old.get('split')!r}, this config of {config.split!r}")
+    if old.get("config_hash") != config.config_hash() and not force:
         raise InputError(
-            rd.manifest, "config_hash", f"{old} differs from this config's {config.config_hash()}; pass --force to resume anyway"
+            rd.manifest,
+            "config_hash",
+            f"{old.get('config_hash')} differs from this config's {config.config_hash()}; pass --force to resume anyway",
         )
+    if old.get("registry_version") != registry_version and not force:
+        raise InputError(
+            rd.manifest, "registry_version", "the case cards changed since this run; pass --force to resume anyway"
+        )
+
+
+def _finished(rd: RunDir, split: list[Case]) -> tuple[set[str], set[str]]:
+    """Keys of the finished and of the judged episodes. Every record is read and checked
+    first, so that a run directory that cannot be resumed is refused before anything is written."""
+    done: set[str] = set()
+    known = {case.id for case in split}
+    for number, episode in enumerate(rd.read_episodes(), start=1):
+        if episode.key in done:
+            raise InputError(rd.episodes, f"record {number}", f"episode {episode.key} appears twice")
+        if episode.case_id not in known:
+            raise InputError(rd.episodes, f"record {number}", f"case {episode.case_id!r} is not in this run's split")
+        done.add(episode.key)
+    judged = {j.key for j in read_records(rd.judgements, EpisodeJudgement)}
+    read_records(rd.pairwise_log, PairwiseVerdict)
+    read_records(rd.pairwise_calls, ModelCall)
+    rd.fault_counts()
+    return done, judged
 
 
 def _progress(console: Console, enabled: bool) -> Progress:
@@ -198,17 +222,23 @@ async def run_benchmark(
     cases = select_cases(registry, config)
     registry_version = registry.version(config.split)
     rd = RunDir(run_dir)
-    _check_resume(rd, config, resume, force)
+    require_keys(config.bindings(), "config")
+    _check_resume(rd, config, registry_version, resume, force)
+    prompts = load_prompts(root, config)
+    done, judged = _finished(rd, registry.cases(config.split))
+    unjudged = done - judged
+    console.print(
+        f"emobench run → {rd.path}  (config {config.config_hash()}, split {config.split}, "
+        f"{len(config.subjects)} subject(s), seeds {config.seeds})",
+        soft_wrap=True,
+    )
     rd.create()
     rd.repair()
-    prompts = load_prompts(root, config)
-    done = rd.done_keys()
-    unjudged = done - rd.judged_keys()
     provenance = Provenance(config.split, registry_version, config.config_hash(), emobench.__version__)
     limits = config.limits()
 
     async with AsyncExitStack() as stack:
-        pool = EndpointPool(stack, rd.logs, cache)
+        pool = EndpointPool(stack, rd.logs, cache, on_fault=rd.log_fault)
 
         async def bind(role: str, rc: RoleConfig) -> RoleCaller:
             client, info = await pool.resolve(rc)
@@ -280,10 +310,7 @@ async def run_benchmark(
             await _judge_leftovers(rd, registry, panel, limits, config.concurrency, shard, console, unjudged, on_disk)
         except EndpointError as exc:
             kept = len(rd.done_keys())
-            raise EndpointError(
-                exc.endpoint, f"{exc.problem}; {kept} finished episodes are kept in {rd.episodes}; rerun with --resume {rd.path}"
-            ) from None
-        faults: Counter[str] = Counter()
-        for client in pool.clients():
-            faults.update(client.stats.faults)
-    return RunResult(run_dir=rd.path, new_episodes=new, total_episodes=len(done) + new, faults=dict(faults))
+            are = "s are" if kept > 1 else " is"
+            where = f"{kept} finished episode{are} kept in {rd.episodes}" if kept else "no episode finished"
+            raise EndpointError(exc.endpoint, f"{exc.problem}; {where}; rerun with --resume {rd.path}") from None
+    return RunResult(run_dir=rd.path, new_episodes=new, total_episodes=len(done) + new)

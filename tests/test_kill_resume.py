@@ -91,7 +91,7 @@ def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path: Path) 
 
             resume = _start(env, "--resume", killed)
             result = asyncio.run(run_benchmark(validate_config(load_config_data(cfg), cfg), runs / "full", show_progress=False))
-            finalize_run(RunDir(result.run_dir), load_registry(ROOT), result.faults)
+            finalize_run(RunDir(result.run_dir), load_registry(ROOT))
             _finish(resume)
         finally:
             for proc in (victim, resume):  # a failed assertion leaves no run behind
@@ -126,6 +126,6 @@ def test_sigterm_stops_the_run_cleanly_and_keeps_finished_episodes(tmp_path: Pat
                 proc.communicate()
     text = out.decode(errors="replace")
     assert proc.returncode == 143, text[-2000:]
-    assert "terminated: finished work is kept" in text and "Traceback" not in text
+    assert f"terminated: finished work is kept; rerun with --resume {tmp_path / 'r'}" in text and "Traceback" not in text
     keys = [json.loads(line)["key"] for line in (tmp_path / "r" / "episodes.jsonl").read_bytes().splitlines()]
     assert 1 <= len(keys) < 16 and len(set(keys)) == len(keys)

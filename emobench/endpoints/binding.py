@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import yarl
+
 from emobench.errors import InputError
 
 EMBEDDED = "embedded"
@@ -58,9 +60,28 @@ def parse_binding(spec: str, *, source: str = "role", field: str = "binding") ->
             raise InputError(source, field, f"bad role binding {spec!r}: expected openai:MODEL@BASE_URL")
         base_urls = tuple(u.strip().rstrip("/") for u in urls.split(",") if u.strip())
         for url in base_urls:
-            if not url.startswith(("http://", "https://")) or not url.endswith("/v1"):
-                raise InputError(source, field, f"bad base URL {url!r} in {spec!r}: must be http(s)://.../v1")
+            problem = _url_problem(url)
+            if problem:
+                raise InputError(source, field, f"bad base URL {url!r} in {spec!r}: {problem}")
         if not base_urls:
             raise InputError(source, field, f"bad role binding {spec!r}: no base URL")
         return Binding("openai", model, base_urls)
     raise InputError(source, field, f"bad role binding {spec!r}: unknown kind {kind!r} (vllm, openai, litellm, scripted)")
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a base URL, or None; checked here so that no client meets it later."""
+    if not url.startswith(("http://", "https://")) or not url.endswith("/v1"):
+        return "must be http(s)://.../v1"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "contains a space or a control character"
+    try:
+        parsed = yarl.URL(url)
+        host, port = parsed.host, parsed.explicit_port
+    except ValueError as exc:  # a port out of range, an unclosed IPv6 bracket, a host IDNA rejects
+        return str(exc)
+    if not host:
+        return "no host"
+    if port is not None and not 0 < port < 65536:
+        return f"port {port} is out of range 1-65535"
+    return None

@@ -12,8 +12,9 @@ import asyncio
 import os
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import orjson
@@ -39,6 +40,12 @@ class Completion:
 class EndpointStats:
     calls: int = 0
     faults: Counter[str] = field(default_factory=Counter)
+    sink: Callable[[str], None] | None = None  # told of each fault as it happens (the run's fault log)
+
+    def fault(self, kind: str) -> None:
+        self.faults[kind] += 1
+        if self.sink is not None:
+            self.sink(kind)
 
 
 class ChatEndpoint(Protocol):
@@ -98,6 +105,62 @@ def _retry_after(headers: Any) -> float | None:
 
 _JSON: dict[str, str] = {"Content-Type": "application/json"}
 
+T = TypeVar("T")
+
+
+async def retry_transient(
+    attempt: Callable[[], Awaitable[T]], first: TransientError, policy: RetryPolicy, stats: EndpointStats, name: str
+) -> tuple[T, int]:
+    """Retry after a failed first attempt (tenacity sees that failure as its attempt 1): 429
+    waits Retry-After, other transient faults back off with jitter; every failure is counted."""
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, TransientError) and exc.retry_after is not None:
+            return min(exc.retry_after, policy.retry_after_cap_s)
+        return float(wait_random_exponential(multiplier=policy.backoff_multiplier_s, max=policy.backoff_max_s)(state))
+
+    def count(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, TransientError):
+            stats.fault(exc.kind)
+
+    attempts = 0
+    try:
+        async for tried in AsyncRetrying(
+            retry=retry_if_exception_type(TransientError),
+            wait=wait,
+            stop=stop_after_attempt(policy.attempts),
+            after=count,
+            reraise=True,
+        ):
+            with tried:
+                attempts += 1
+                if attempts == 1:
+                    raise first
+                result = await attempt()
+    except TransientError as exc:
+        raise EndpointError(name, f"gave up after {attempts} attempts: {exc}") from exc
+    return result, attempts
+
+
+class SharedSessions:
+    """One aiohttp session (its connection pool) per base URL, shared by every role that
+    calls it; each role keeps its own client, key, timeout, cap and retries."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
+
+    def get(self, base_url: str) -> aiohttp.ClientSession:
+        if base_url not in self._sessions:
+            self._sessions[base_url] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300))
+        return self._sessions[base_url]
+
+    async def aclose(self) -> None:
+        for session in self._sessions.values():
+            await session.close()
+        self._sessions.clear()
+
 
 class OpenAICompatClient:
     """Chat completions against one ``base_url`` with a per-endpoint concurrency cap."""
@@ -109,16 +172,18 @@ class OpenAICompatClient:
         *,
         max_concurrency: int = 16,
         timeout_s: float = 300.0,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str | None = None,
         retry: RetryPolicy | None = None,
+        sessions: SharedSessions | None = None,
     ) -> None:
         self.name = base_url.rstrip("/")
         self.model = model
         self._url = f"{self.name}/chat/completions"
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._sem = asyncio.Semaphore(max_concurrency)
-        self._api_key_env = api_key_env
+        self._api_key_env = api_key_env or "OPENAI_API_KEY"
         self._retry_policy = retry or RetryPolicy()
+        self._shared = sessions
         self._session: aiohttp.ClientSession | None = None
         self.stats = EndpointStats()
 
@@ -129,12 +194,14 @@ class OpenAICompatClient:
         return _JSON
 
     async def _post(self, payload: bytes) -> dict[str, Any]:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=self._timeout, connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-            )
+        if self._shared is not None:
+            session = self._shared.get(self.name)
+        elif self._session is None:
+            session = self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300))
+        else:
+            session = self._session
         try:
-            async with self._session.post(self._url, data=payload, headers=self._headers()) as resp:
+            async with session.post(self._url, data=payload, headers=self._headers(), timeout=self._timeout) as resp:
                 body = await resp.read()
                 if resp.status == 429:
                     raise TransientError("http_429", "rate limited", _retry_after(resp.headers))
@@ -155,18 +222,6 @@ class OpenAICompatClient:
             raise TransientError("malformed", f"unparseable response body ({len(body)} bytes)") from exc
         return data
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, TransientError) and exc.retry_after is not None:
-            return min(exc.retry_after, self._retry_policy.retry_after_cap_s)
-        jitter = wait_random_exponential(multiplier=self._retry_policy.backoff_multiplier_s, max=self._retry_policy.backoff_max_s)
-        return float(jitter(state))
-
-    def _count_fault(self, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, TransientError):
-            self.stats.faults[exc.kind] += 1
-
     async def complete(
         self, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: dict[str, Any] | None = None
     ) -> Completion:
@@ -176,7 +231,9 @@ class OpenAICompatClient:
             try:
                 data, attempts = await self._post(payload), 1
             except TransientError as first:  # tenacity's per-call setup is paid only when a retry is due
-                data, attempts = await self._retry(payload, first)
+                data, attempts = await retry_transient(
+                    lambda: self._post(payload), first, self._retry_policy, self.stats, self.name
+                )
             latency = time.perf_counter() - started
         self.stats.calls += 1
         choice = data["choices"][0]
@@ -189,26 +246,6 @@ class OpenAICompatClient:
             latency_s=latency,
             attempts=attempts,
         )
-
-    async def _retry(self, payload: bytes, first: TransientError) -> tuple[dict[str, Any], int]:
-        """Retry after a failed first attempt; tenacity sees that failure as its attempt 1."""
-        attempts = 0
-        try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(TransientError),
-                wait=self._wait,
-                stop=stop_after_attempt(self._retry_policy.attempts),
-                after=self._count_fault,
-                reraise=True,
-            ):
-                with attempt:
-                    attempts += 1
-                    if attempts == 1:
-                        raise first
-                    data = await self._post(payload)
-        except TransientError as exc:
-            raise EndpointError(self.name, f"gave up after {attempts} attempts: {exc}") from exc
-        return data, attempts
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -1,7 +1,9 @@
 """litellm-backed endpoints: any litellm provider, and a Router over replicas of one model.
 
 litellm is imported lazily (its import costs seconds) and only on these paths; the hot path to
-vLLM uses the lean client instead.
+vLLM uses the lean client instead. litellm's own retries and the Router's cooldowns are off:
+every failure comes back here and meets the lean client's retry classes (429 waits
+Retry-After, 5xx / timeouts / torn or malformed bodies back off), and is counted.
 """
 
 from __future__ import annotations
@@ -11,7 +13,17 @@ import os
 import time
 from typing import Any
 
-from emobench.endpoints.client import Completion, EndpointStats, chat_params
+import aiohttp
+
+from emobench.endpoints.client import (
+    Completion,
+    EndpointStats,
+    RetryPolicy,
+    TransientError,
+    _retry_after,
+    chat_params,
+    retry_transient,
+)
 from emobench.errors import EndpointError
 from emobench.records import Sampling
 
@@ -23,7 +35,7 @@ def _litellm() -> Any:
     return litellm
 
 
-def _completion(resp: Any, latency: float) -> Completion:
+def _completion(resp: Any, latency: float, attempts: int) -> Completion:
     choice = resp.choices[0]
     usage = getattr(resp, "usage", None)
     return Completion(
@@ -32,7 +44,44 @@ def _completion(resp: Any, latency: float) -> Completion:
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         latency_s=latency,
+        attempts=attempts,
     )
+
+
+def one_line(exc: BaseException) -> str:
+    """litellm's messages run over several lines; an error is reported on one."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+def transient(exc: Exception) -> TransientError | None:
+    """The retry class of a litellm failure, or None when retrying cannot help (other 4xx)."""
+    litellm = _litellm()
+    if isinstance(exc, litellm.Timeout):
+        return TransientError("timeout", one_line(exc))
+    if isinstance(exc, litellm.RateLimitError):
+        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+        return TransientError("http_429", "rate limited", _retry_after(headers))
+    if isinstance(exc, litellm.APIConnectionError):
+        return TransientError("connection", one_line(exc))
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and status >= 500:
+        # A real 5xx carries the server's headers; a torn body, a dropped connection or an
+        # unparseable 200 is reported as a 500 without them, its cause further down the chain.
+        if getattr(exc, "litellm_response_headers", None) is None:
+            return TransientError(_cause(exc), one_line(exc))
+        return TransientError(f"http_{status}", one_line(exc))
+    return None
+
+
+def _cause(exc: BaseException) -> str:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, aiohttp.ClientPayloadError):
+            return "truncated"
+        if isinstance(seen, aiohttp.ClientConnectionError | ConnectionError):
+            return "connection"
+        seen = seen.__cause__ or seen.__context__
+    return "malformed"
 
 
 class LiteLLMClient:
@@ -46,14 +95,14 @@ class LiteLLMClient:
         max_concurrency: int = 16,
         timeout_s: float = 300.0,
         api_key_env: str | None = None,
-        retries: int = 5,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.model = model
         self.name = ",".join(base_urls) if base_urls else f"litellm:{model}"
         self._sem = asyncio.Semaphore(max_concurrency)
         self._timeout = timeout_s
         self._api_key_env = api_key_env
-        self._retries = retries
+        self._retry_policy = retry or RetryPolicy()
         self._router: Any = None
         self._base_urls = base_urls
         self.stats = EndpointStats()
@@ -61,15 +110,34 @@ class LiteLLMClient:
     def _get_router(self) -> Any:
         if self._router is None:
             litellm = _litellm()
-            key = os.environ.get(self._api_key_env or "", "") or "none"
-            deployments = [
-                {"model_name": self.model, "litellm_params": {"model": f"openai/{self.model}", "api_base": url, "api_key": key}}
-                for url in self._base_urls
-            ]
+            key = os.environ.get(self._api_key_env or "OPENAI_API_KEY", "") or "none"
+            # max_retries 0: the openai SDK under litellm would otherwise retry unseen and uncounted.
+            params = {"model": f"openai/{self.model}", "api_key": key, "max_retries": 0}
+            deployments = [{"model_name": self.model, "litellm_params": {**params, "api_base": url}} for url in self._base_urls]
             self._router = litellm.Router(
-                model_list=deployments, routing_strategy="least-busy", num_retries=self._retries, timeout=self._timeout
+                model_list=deployments,
+                routing_strategy="least-busy",
+                num_retries=0,
+                max_fallbacks=0,
+                disable_cooldowns=True,  # a replica that answered 429 once is not benched for the run
+                timeout=self._timeout,
             )
         return self._router
+
+    async def _attempt(self, params: dict[str, Any]) -> Any:
+        try:
+            if self._base_urls:
+                return await self._get_router().acompletion(model=self.model, **params)
+            key = os.environ.get(self._api_key_env) if self._api_key_env else None
+            return await _litellm().acompletion(
+                model=self.model, timeout=self._timeout, num_retries=0, max_retries=0,
+                **({"api_key": key} if key else {}), **params,
+            )
+        except Exception as exc:  # litellm maps every provider error onto its own classes
+            fault = transient(exc)
+            if fault is None:
+                raise EndpointError(self.name, one_line(exc)) from None
+            raise fault from None
 
     async def complete(
         self, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: dict[str, Any] | None = None
@@ -78,18 +146,13 @@ class LiteLLMClient:
         async with self._sem:
             started = time.perf_counter()
             try:
-                if self._base_urls:
-                    resp = await self._get_router().acompletion(model=self.model, **params)
-                else:
-                    key = os.environ.get(self._api_key_env) if self._api_key_env else None
-                    resp = await _litellm().acompletion(
-                        model=self.model, timeout=self._timeout, num_retries=self._retries,
-                        **({"api_key": key} if key else {}), **params,
-                    )
-            except Exception as exc:  # litellm maps every provider error onto its own classes
-                raise EndpointError(self.name, f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+                resp, attempts = await self._attempt(params), 1
+            except TransientError as first:
+                resp, attempts = await retry_transient(
+                    lambda: self._attempt(params), first, self._retry_policy, self.stats, self.name
+                )
         self.stats.calls += 1
-        return _completion(resp, time.perf_counter() - started)
+        return _completion(resp, time.perf_counter() - started, attempts)
 
     async def aclose(self) -> None:
         return None

@@ -1,33 +1,49 @@
-"""Resolve role bindings to live endpoints: launch vLLM servers, share one client per endpoint."""
+"""Resolve role bindings to live endpoints: launch vLLM servers, give every role its own client.
+
+Roles that call the same server share its connections, never a key, timeout, concurrency cap
+or retry budget they did not ask for.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 from emobench.config import RoleConfig
 from emobench.endpoints.binding import EMBEDDED, Binding, parse_binding
 from emobench.endpoints.cache import CachedEndpoint, ResponseCache
-from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient, RetryPolicy
+from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient, RetryPolicy, SharedSessions
 from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model
 from emobench.endpoints.litellm_client import LiteLLMClient
 from emobench.endpoints.scripted import ENDPOINT, ScriptedClient
 from emobench.endpoints.structured import VLLM_BOUNDED_SERVER_ARGS, BoundedEndpoint, StructuredForm
 from emobench.endpoints.vllm_server import vllm_server
+from emobench.errors import InputError
 from emobench.records import RoleInfo
 
 
 class EndpointPool:
     """Owns every server and client of a run; closing it stops them all."""
 
-    def __init__(self, stack: AsyncExitStack, log_dir: Path, cache: ResponseCache | None = None) -> None:
+    def __init__(
+        self,
+        stack: AsyncExitStack,
+        log_dir: Path,
+        cache: ResponseCache | None = None,
+        on_fault: Callable[[str, str], None] | None = None,
+    ) -> None:
         self._stack = stack
+        self._on_fault = on_fault  # (endpoint, kind) of every transient fault, as it happens
         self._log_dir = log_dir
         self._cache = cache
         self._servers: dict[str, tuple[str, str]] = {}  # vllm model -> (base_url, served name)
-        self._clients: dict[tuple[str, str], ChatEndpoint] = {}
+        self._clients: list[ChatEndpoint] = []
+        self._sessions = SharedSessions()
+        stack.push_async_callback(self._sessions.aclose)  # after every client is closed
 
     async def _vllm(self, model: str) -> tuple[str, str]:
         if model not in self._servers:
@@ -38,14 +54,15 @@ class EndpointPool:
             self._servers[model] = (base, served)
         return self._servers[model]
 
-    def _client(self, key: tuple[str, str], identity: str, make: Callable[[], ChatEndpoint]) -> ChatEndpoint:
-        if key not in self._clients:
-            client = make()
-            if self._cache is not None:
-                client = CachedEndpoint(client, self._cache, identity)
-            self._clients[key] = client
-            self._stack.push_async_callback(client.aclose)
-        return self._clients[key]
+    def _client(self, identity: str, make: Callable[[], ChatEndpoint]) -> ChatEndpoint:
+        client = make()
+        if self._on_fault is not None:
+            client.stats.sink = partial(self._on_fault, client.name)
+        if self._cache is not None:
+            client = CachedEndpoint(client, self._cache, identity)
+        self._clients.append(client)
+        self._stack.push_async_callback(client.aclose)
+        return client
 
     async def resolve(self, role: RoleConfig) -> tuple[ChatEndpoint, RoleInfo]:
         binding: Binding = parse_binding(role.binding)
@@ -54,17 +71,16 @@ class EndpointPool:
         form: StructuredForm = "portable"
         if binding.kind == "scripted":
             # In-process and free: no server, and no cache (answering costs less than a lookup).
-            key = (ENDPOINT, binding.spec)
-            if key not in self._clients:
-                self._clients[key] = ScriptedClient(binding.model)
-            client = self._clients[key]
+            client: ChatEndpoint = ScriptedClient(binding.model)
+            self._clients.append(client)
             endpoint = ENDPOINT
         elif binding.kind == "vllm":
             base, served = await self._vllm(binding.model)
             client = self._client(
-                (base, served),
                 binding.spec,
-                lambda: OpenAICompatClient(base, served, max_concurrency=cap, timeout_s=timeout, retry=retry),
+                lambda: OpenAICompatClient(
+                    base, served, max_concurrency=cap, timeout_s=timeout, retry=retry, sessions=self._sessions
+                ),
             )
             # emobench started this server with a grammar backend that enforces the bounded form.
             client, form = BoundedEndpoint(client), "bounded"
@@ -72,16 +88,20 @@ class EndpointPool:
         elif binding.kind == "openai" and len(binding.base_urls) == 1:
             url = binding.base_urls[0]
             client = self._client(
-                (url, binding.model),
                 url,
                 lambda: OpenAICompatClient(
-                    url, binding.model, max_concurrency=cap, timeout_s=timeout, api_key_env=key_env, retry=retry
+                    url,
+                    binding.model,
+                    max_concurrency=cap,
+                    timeout_s=timeout,
+                    api_key_env=key_env,
+                    retry=retry,
+                    sessions=self._sessions,
                 ),
             )
             endpoint = url
         else:
             client = self._client(
-                (",".join(binding.base_urls) or "litellm", binding.model),
                 binding.spec,
                 lambda: LiteLLMClient(
                     binding.model,
@@ -89,7 +109,7 @@ class EndpointPool:
                     max_concurrency=cap,
                     timeout_s=timeout,
                     api_key_env=key_env,
-                    retries=role.retries,
+                    retry=retry,
                 ),
             )
             endpoint = binding.spec
@@ -98,4 +118,15 @@ class EndpointPool:
         )
 
     def clients(self) -> list[ChatEndpoint]:
-        return list(self._clients.values())
+        return list(self._clients)
+
+
+def require_keys(roles: list[tuple[str, RoleConfig]], source: str | Path) -> None:
+    """Refuse, before the first call, a role whose ``api_key_env`` names an unset variable:
+    the call would go out with no key at all."""
+    for field, role in roles:
+        remote = parse_binding(role.binding).kind in ("openai", "litellm")
+        if role.api_key_env and remote and not os.environ.get(role.api_key_env):
+            raise InputError(
+                source, f"{field}.api_key_env", f"the {role.name} role's key variable {role.api_key_env} is not set"
+            )
