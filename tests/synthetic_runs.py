@@ -29,6 +29,7 @@ CATEGORIES = ("life", "health", "leisure", "values", "relations", "career")
 AXES = ("C", "A", "P")
 DIFFICULTIES = ("easy", "medium", "hard", "very_hard")
 THRESHOLDS = ("low", "medium", "high")
+VALENCES = ("negative", "mixed", "positive")
 PROMPT_VERSIONS = {"simulator": "3", "director": "2", "mdep_judge": "4", "rubric_judge": "2"}
 JUDGES = ("judge-a", "judge-b")
 _SUCCESS_CONCENTRATION = 4.0  # Beta(p*k, (1-p)*k): lower k, stronger clustering by case
@@ -67,6 +68,7 @@ def case_attributes(n_cases: int, seed: int, prefix: str = "case") -> dict[str, 
         "dominant_axis": np.array(AXES)[stream(1).integers(0, 3, n_cases)],
         "difficulty": np.array(DIFFICULTIES)[stream(2).integers(0, 4, n_cases)],
         "threshold": np.array(THRESHOLDS)[stream(3).integers(0, 3, n_cases)],
+        "valence": np.array(VALENCES)[stream(7).integers(0, 3, n_cases)],
         "p0": -stream(4).integers(4, 21, (n_cases, 3)).astype(np.float64),
         "delta_u": stream(5).standard_normal(n_cases),
         "success_u": stream(6).random(n_cases),
@@ -192,7 +194,7 @@ def write_run(
         "config_hash": pa.array(np.full(n, f"cfg-{run_id}")),
         "emobench_version": pa.array(np.full(n, "0.1.0")),
     }
-    for attr in ("category", "dominant_axis", "difficulty", "threshold"):
+    for attr in ("category", "dominant_axis", "difficulty", "threshold", "valence"):
         col[attr] = pa.array(cases[attr][c_idx])
     arrays = [col.get(f.name, pa.nulls(n, f.type)).cast(f.type) for f in SCORES_SCHEMA]
     pq.write_table(pa.Table.from_arrays(arrays, schema=SCORES_SCHEMA), run_dir / "scores.parquet")

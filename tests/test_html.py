@@ -115,7 +115,8 @@ def test_chromium_renders_and_sorts(page: Path, tmp_path: Path, chromium: Path) 
     assert len(dom.rows["mechanism_stress"]) == 3 * 6
     assert len(dom.rows["persona_resilience"]) == 3 * 6
     assert len(dom.rows["category"]) == 3 * 6
-    assert dom.svgs["plots"] == 1 + 3  # CI bars, one radar per slice family
+    assert len(dom.rows["valence"]) == 3 * 3
+    assert dom.svgs["plots"] == 1 + 4  # CI bars, one radar per slice family
     assert dom.svgs["trajectories"] == 1
     assert {"reliability", "provenance"} <= set(dom.sections)
 

@@ -73,6 +73,7 @@ def test_schema_families_and_slices(table: pa.Table) -> None:
         f"{a}/{m}" for a in "CAP" for m in ("receptive", "defensive"))
     assert slices["category"] == sorted(
         ["life", "health", "leisure", "values", "relations", "career"])
+    assert slices["valence"] == ["mixed", "negative", "positive"]
     keys = list(zip(*(table.column(c).to_pylist() for c in ("slice_family", "slice", "subject")),
                     strict=True))
     assert len(keys) == len(set(keys))
@@ -289,3 +290,14 @@ def test_render_table(table: pa.Table) -> None:
     assert "BT" not in text.split("\n")[2]  # no pairwise data: no Bradley-Terry column
     with pytest.raises(InputError):
         render_table(table, console, slice_family="nope")
+
+
+def test_runs_from_before_the_valence_column_read_as_distress(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "old", [STRONG], n_cases=12, seed=5)
+    scores = pq.read_table(run / "scores.parquet")
+    pq.write_table(scores.drop_columns(["valence"]), run / "scores.parquet")
+    table = build_leaderboard([run], n_boot=50)
+    rows = _rows(table, "valence")
+    assert [(r["slice"], r["n_cases"]) for r in rows] == [("negative", 12)]
+    overall = _rows(table, "overall")[0]
+    assert rows[0]["epmq"] == pytest.approx(overall["epmq"])

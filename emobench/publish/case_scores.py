@@ -24,11 +24,11 @@ from emobench.publish.columns import atomic_write
 from emobench.publish.runs import METRICS, Run
 
 CASES_FILE = "cases.parquet"
-CASES_SCHEMA_VERSION = "1"
+CASES_SCHEMA_VERSION = "2"
 CASE_METRICS = ("success", *METRICS)  # success is the case's success rate over its seeds
 DEFAULT_SCORING_PROFILE = "emobench"  # runs from before scoring profiles existed
 _PREFIX = "emobench."
-_KEYS = ("subject", "case_id", "split", "category", "dominant_axis", "difficulty", "threshold",
+_KEYS = ("subject", "case_id", "split", "category", "dominant_axis", "difficulty", "threshold", "valence",
          "registry_version", "scoring_profile")
 
 CASES_SCHEMA = pa.schema(

@@ -222,6 +222,8 @@ def _partitions(ep: _Episodes) -> dict[str, tuple[NDArray[np.intp], list[str]]]:
         "persona_resilience": (axis * 2 + defensive, [f"{a}/{m}" for a in "CAP"
                                                       for m in ("receptive", "defensive")]),
     }
+    raw["valence"] = (np.array([SLICE_LEVELS["valence"].index(v) for v in attr["valence"]], dtype=np.intp),
+                      list(SLICE_LEVELS["valence"]))
     cats, cat_codes = np.unique(attr["category"].astype(str), return_inverse=True)
     raw["category"] = (cat_codes.astype(np.intp), [str(c) for c in cats])
     out = {}

@@ -22,11 +22,15 @@ SLICE_LEVELS: dict[str, tuple[str, ...]] = {
     "dominant_axis": ("C", "A", "P"),
     "difficulty": ("easy", "medium", "hard", "very_hard"),
     "threshold": ("low", "medium", "high"),
+    "valence": ("negative", "mixed", "positive"),
 }
 SCORE_COLUMNS = (
-    "subject", "case_id", "seed", "category", "dominant_axis", "difficulty", "threshold",
+    "subject", "case_id", "seed", "category", "dominant_axis", "difficulty", "threshold", "valence",
     "success", *METRICS, "registry_version", "stop_reason",
 )
+# Columns that runs written before them lack, with the value they stand for there: every
+# first-edition case is about distress.
+_FILLED = {"valence": "negative"}
 _MANIFEST_KEYS = ("run_id", "registry_version", "prompt_versions", "roles")
 _PAIRWISE_COLUMNS = ("case_id", "subject_a", "subject_b", "winner")
 
@@ -64,7 +68,7 @@ def load_run(run_dir: Path, *, with_paths: bool = False) -> Run:
     if not isinstance(man["prompt_versions"], dict):
         raise InputError(run_dir / "manifest.json", "prompt_versions", "must be an object")
     columns = [*SCORE_COLUMNS, "epm_path"] if with_paths else list(SCORE_COLUMNS)
-    scores = _read_parquet(run_dir / "scores.parquet", columns, required=True)
+    scores = _read_parquet(run_dir / "scores.parquet", columns, required=True, optional=_FILLED)
     assert scores is not None
     _validate_scores(run_dir / "scores.parquet", scores, str(man["registry_version"]))
     pairwise = _read_parquet(run_dir / "pairwise.parquet", list(_PAIRWISE_COLUMNS))
@@ -86,7 +90,10 @@ def _read_json(path: Path, *, required: bool = False) -> dict[str, Any] | None:
     return data
 
 
-def _read_parquet(path: Path, columns: list[str], *, required: bool = False) -> pa.Table | None:
+def _read_parquet(
+    path: Path, columns: list[str], *, required: bool = False, optional: dict[str, str] | None = None
+) -> pa.Table | None:
+    """The columns of a parquet file; a column named in optional may be absent and is then filled."""
     if not path.exists():
         if required:
             raise InputError(path, "", "file not found")
@@ -95,9 +102,13 @@ def _read_parquet(path: Path, columns: list[str], *, required: bool = False) -> 
         # ParquetFile, not read_table: no dataset layer, a fraction of the CPU for one file.
         file = pq.ParquetFile(path)
         missing = [c for c in columns if c not in file.schema_arrow.names]
-        if missing:
-            raise InputError(path, missing[0], "column missing")
-        return file.read(columns=columns)
+        fill = {c: (optional or {})[c] for c in missing if c in (optional or {})}
+        if len(fill) < len(missing):
+            raise InputError(path, next(c for c in missing if c not in fill), "column missing")
+        table = file.read(columns=[c for c in columns if c not in fill])
+        for name, value in fill.items():
+            table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()))
+        return table.select(columns)
     except (OSError, pa.ArrowException) as exc:
         raise InputError(path, "", f"unreadable parquet ({exc})") from None
 

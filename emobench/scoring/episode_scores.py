@@ -62,6 +62,7 @@ def score_episode(
         "dominant_axis": case.dominant_axis,
         "difficulty": case.difficulty,
         "threshold": case.persona.threshold,
+        "valence": case.valence,
         "p0_norm": case.p0_norm,
         "n_turns": len(episode.turns),
         "n_judged_turns": len(judged),

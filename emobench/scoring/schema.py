@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCORES_SCHEMA_VERSION = "3"  # 3: affect tracker (valence path and slope, closings, head emotions)
+SCORES_SCHEMA_VERSION = "3"  # 3: affect tracker (valence path and slope, closings, head emotions), situation valence
 
 _f64 = pa.float64()
 
@@ -22,6 +22,7 @@ SCORES_SCHEMA = pa.schema(
         ("dominant_axis", pa.string()),  # C|A|P
         ("difficulty", pa.string()),  # easy|medium|hard|very_hard
         ("threshold", pa.string()),  # low|medium|high
+        ("valence", pa.string()),  # negative|mixed|positive: what the situation is about
         ("p0_norm", _f64),
         # episode outcome
         ("n_turns", pa.int64()),
