@@ -14,6 +14,7 @@ from emobench.endpoints.binding import parse_binding
 from emobench.episode.roles import Limits
 from emobench.errors import InputError
 from emobench.records import Sampling
+from emobench.scoring.profile import DEFAULT_PROFILE, ProfileName
 
 # Fields that change how fast a run goes but not what it produces; kept out of the hash.
 OPERATIONAL = {"max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price"}
@@ -77,6 +78,7 @@ class RunConfig(_Config):
     director_retries: int = Field(default=2, ge=0)
     reveal_every: int = Field(default=3, ge=0)
     concurrency: int = Field(default=64, ge=1)
+    scoring_profile: ProfileName = DEFAULT_PROFILE  # docs/method.md §5.8: "emobench" or "empa"
 
     def limits(self) -> Limits:
         return Limits(

@@ -20,6 +20,7 @@ from emobench.scoring.agreement import reliability
 from emobench.scoring.episode_scores import score_episode, scores_table
 from emobench.scoring.invalid_outputs import invalid_output_rates
 from emobench.scoring.probe import counterfactual_spread
+from emobench.scoring.profile import DEFAULT_PROFILE, load_profile
 from emobench.scoring.replay import rejudged
 from emobench.trackers.embedding import EmotionTracker
 
@@ -79,21 +80,26 @@ def finalize_run(
     source is the run whose episodes a rescore judged again (out is then its panel folder).
     """
     origin = source or out
-    config = origin.read_manifest().get("config", {})
+    origin_manifest = origin.read_manifest()
+    config = origin_manifest.get("config", {})
     min_turns = int(config.get("min_turns", 12))
+    profile = config.get("scoring_profile", DEFAULT_PROFILE)  # runs older than profiles: emobench
     panel = (out.read_manifest() if source is not None else config).get("panel", {})
     judges = [RoleConfig.model_validate(j).name for j in panel.get("judges", [])]
     episodes = origin.read_episodes()
     judgements = {j.key: j for j in read_records(out.judgements, EpisodeJudgement)}
-    emotions = _emotion_tracker()
+    # An imported run (another benchmark's transcripts, e.g. EMPA's Chinese ones) skips the
+    # English MiniLM emotion tracker: it does not apply, and it is most of finalize's time.
+    emotions = None if "external" in origin_manifest else _emotion_tracker()
     scored = []
     rows = []
     for episode in episodes:
         judgement = judgements.get(episode.key)
         if judgement is not None and judgement.mdep is not None:
-            episode = rejudged(episode, judgement.mdep, min_turns)
+            episode = rejudged(episode, judgement.mdep, min_turns, load_profile(profile).engine)
         scored.append(episode)
-        rows.append(score_episode(episode, registry.case(episode.case_id), out.path.name, judgement, emotions))
+        case = registry.case(episode.case_id)
+        rows.append(score_episode(episode, case, out.path.name, judgement, emotions, profile))
     table = scores_table(rows)
     pq.write_table(table, out.scores)
     verdicts = read_records(out.pairwise_log, PairwiseVerdict)

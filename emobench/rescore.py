@@ -19,8 +19,8 @@ from emobench.config import PanelConfig, load_config_data, validate_config
 from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.pool import EndpointPool
 from emobench.errors import InputError
+from emobench.importers.cards import registry_for
 from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
-from emobench.registry import load_registry
 from emobench.rundir import RunDir
 from emobench.runner import ROOT, _caller
 
@@ -47,7 +47,7 @@ async def rescore(
     manifest = source.read_manifest()
     config = validate_config(manifest["config"], source.manifest, root)
     panel_config = load_panel(panel_path)
-    registry = load_registry(root)
+    registry = registry_for(source.path, root)  # an imported run keeps its own cards
     if registry.version(config.split) != manifest["registry_version"] and not force:
         raise InputError(
             source.manifest, "registry_version", "the case cards changed since this run; pass --force to rescore anyway"

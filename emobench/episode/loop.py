@@ -20,7 +20,7 @@ from emobench.records import DirectorAction, Episode, EPMPoint, ModelCall, Probe
 from emobench.registry import Case
 from emobench.trackers.epm import EPMEngine
 
-FAILURES = ("collapse", "stagnation_regression")
+FAILURES = ("collapse", "stagnation_regression", "oscillation")
 A = TypeVar("A")
 B = TypeVar("B")
 
