@@ -16,7 +16,7 @@ from emobench.judging.pairwise import pairwise_table, verdicts_frame
 from emobench.records import Episode, EpisodeJudgement, PairwiseVerdict
 from emobench.registry import Registry
 from emobench.rundir import RunDir, read_records
-from emobench.scoring.agreement import reliability
+from emobench.scoring.agreement import original_judge_agreement, reliability
 from emobench.scoring.episode_scores import score_episode, scores_table
 from emobench.scoring.invalid_outputs import invalid_output_rates
 from emobench.scoring.probe import counterfactual_spread
@@ -119,6 +119,13 @@ def finalize_run(
     all_faults = Counter(out.read_report().get("faults", {}))
     all_faults.update(faults or {})
     audit = Counter(flag.kind for j in judgements.values() for flag in j.audit)
+    judge_reliability = reliability(scored, list(judgements.values()), judges, scores, frame)
+    if source is not None and "external" in origin_manifest:
+        # A new panel on an imported run: how it agrees with the run's original judge.
+        judge_reliability["original_judge"] = {
+            "judge": origin_manifest["external"].get("original_judge"),
+            "items": original_judge_agreement(episodes, scored),
+        }
     report = {
         "run_id": out.path.name,
         "episodes": len(episodes),
@@ -126,7 +133,7 @@ def finalize_run(
         "invalid_judgements": invalid,
         "unscored_episodes": sum(r["epmq"] is None for r in rows),
         "invalid_outputs": invalid_output_rates(episodes, judgements.values()),
-        "reliability": reliability(scored, list(judgements.values()), judges, scores, frame),
+        "reliability": judge_reliability,
         "audit": {"flags": dict(audit), "flagged_episodes": sum(bool(j.audit) for j in judgements.values())},
         "counterfactual_spread": _spread(scores, registry),
         "faults": dict(all_faults),

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from emobench.scoring import profile as profile_module
 from emobench.scoring.epmq import INDEX_NAMES, epmq
 from emobench.scoring.mdep import AXES, turn_vector
-from emobench.scoring import profile as profile_module
 from emobench.scoring.profile import PROFILE_NAMES, load_profile
 from emobench.trackers.epm import EPMEngine
 

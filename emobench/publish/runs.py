@@ -17,7 +17,9 @@ import pyarrow.parquet as pq
 from emobench.errors import InputError
 
 # Score columns publish reads; everything else in scores.parquet is left on disk.
-METRICS = ("epmq", "final_meter", "empathy", "humanlikeness", "persona_adaptation", "coherence")
+METRICS = ("epmq", "epmq_empa", "final_meter", "empathy", "humanlikeness", "persona_adaptation", "coherence")
+# Columns that runs scored before scoring profiles (scores schema 2) lack: read as these defaults.
+_OPTIONAL = {"epmq_empa": pa.scalar(None, pa.float64()), "scoring_profile": pa.scalar("emobench")}
 SLICE_LEVELS: dict[str, tuple[str, ...]] = {
     "dominant_axis": ("C", "A", "P"),
     "difficulty": ("easy", "medium", "hard", "very_hard"),
@@ -25,7 +27,7 @@ SLICE_LEVELS: dict[str, tuple[str, ...]] = {
 }
 SCORE_COLUMNS = (
     "subject", "case_id", "seed", "category", "dominant_axis", "difficulty", "threshold",
-    "success", *METRICS, "registry_version", "stop_reason",
+    "success", *METRICS, "registry_version", "stop_reason", "scoring_profile",
 )
 _MANIFEST_KEYS = ("run_id", "registry_version", "prompt_versions", "roles")
 _PAIRWISE_COLUMNS = ("case_id", "subject_a", "subject_b", "winner")
@@ -50,6 +52,12 @@ class Run:
     @property
     def prompt_versions(self) -> dict[str, str]:
         return dict(self.manifest["prompt_versions"])
+
+    @property
+    def external(self) -> dict[str, Any] | None:
+        """Where an imported run came from (e.g. EMPA's recorded runs); None for a run of our own."""
+        value = self.manifest.get("external")
+        return dict(value) if isinstance(value, dict) else None
 
 
 def load_run(run_dir: Path, *, with_paths: bool = False) -> Run:
@@ -94,10 +102,14 @@ def _read_parquet(path: Path, columns: list[str], *, required: bool = False) -> 
     try:
         # ParquetFile, not read_table: no dataset layer, a fraction of the CPU for one file.
         file = pq.ParquetFile(path)
-        missing = [c for c in columns if c not in file.schema_arrow.names]
+        missing = [c for c in columns if c not in file.schema_arrow.names and c not in _OPTIONAL]
         if missing:
             raise InputError(path, missing[0], "column missing")
-        return file.read(columns=columns)
+        table = file.read(columns=[c for c in columns if c in file.schema_arrow.names])
+        for name in columns:
+            if name not in table.column_names:
+                table = table.append_column(name, pa.repeat(_OPTIONAL[name], table.num_rows))
+        return table.select(columns)
     except (OSError, pa.ArrowException) as exc:
         raise InputError(path, "", f"unreadable parquet ({exc})") from None
 
