@@ -55,15 +55,22 @@ def _result(script: str, levels: list[tuple[int, int] | None], stop: str, mistyp
         "script_id": script,
         "total_turns": len(levels),
         "termination_reason": stop,
-        "scenario": {"script_id": script, "story_progression": {f"phase_{i}": {"title": "t", "content": f"stage {i}"} for i in (1, 2, 3)},
-                     "story_outcome": "wants to be heard", "story_interlude": "an old memory"},
+        "scenario": {
+            "script_id": script,
+            "story_progression": {f"phase_{i}": {"title": "t", "content": f"stage {i}"} for i in (1, 2, 3)},
+            "story_outcome": "wants to be heard",
+            "story_interlude": "an old memory",
+        },
         "history": history,
         "test_model_name": "Custom-x",
         "actor_model": "actor-model",
         "judger_model": "judge-model",
         "director_model": "director-model",
-        "epj": {"P_0_initial_deficit": [-17, -18, -13], "trajectory": trajectory,
-                "iedr_details": {"filled_iedr": {**P0_LEVELS, "_detailed": {"C.3_reasoning": "needs a plan"}}}},
+        "epj": {
+            "P_0_initial_deficit": [-17, -18, -13],
+            "trajectory": trajectory,
+            "iedr_details": {"filled_iedr": {**P0_LEVELS, "_detailed": {"C.3_reasoning": "needs a plan"}}},
+        },
         "timestamp": "2025-12-24T00:00:00",
     }
 
@@ -72,18 +79,31 @@ def _write_results(root: Path) -> Path:
     good = [(2, 0)] * 12  # v = (3,3,3) each turn: success at turn 12
     bad = [(0, 2)] * 11 + [None]  # regression every turn, then a lost judgement (v = 0): no collapse at 12
     cases = {
-        "model-a": {"script_001": (good, "EPM v2.0 Success: Positional Victory", None),
-                    "script_002": ([(1, 0)] * 3 + [(1, 1)] * 9, "EPM v2.0 Failure: Direction Collapse", 5)},
-        "model-b": {"script_001": (good, "EPM v2.0 Success: Geometric Victory", None),
-                    "script_002": (bad, "Reached max turns (12), timeout", None)},
+        "model-a": {
+            "script_001": (good, "EPM v2.0 Success: Positional Victory", None),
+            "script_002": ([(1, 0)] * 3 + [(1, 1)] * 9, "EPM v2.0 Failure: Direction Collapse", 5),
+        },
+        "model-b": {
+            "script_001": (good, "EPM v2.0 Success: Geometric Victory", None),
+            "script_002": (bad, "Reached max turns (12), timeout", None),
+        },
     }
     for model, scripts in cases.items():
         folder = root / model
         folder.mkdir(parents=True)
         with (folder / "descriptive_statistics.csv").open("w", newline="", encoding="utf-8") as fh:
             writer = csv.writer(fh)
-            writer.writerow(["Case_ID", "Dominant_Axis", "Category", "SP_Empathy_Threshold",
-                             "SP_Emotional_Priority", "SP_Motivational_Priority", "SP_Cognitive_Priority"])
+            writer.writerow(
+                [
+                    "Case_ID",
+                    "Dominant_Axis",
+                    "Category",
+                    "SP_Empathy_Threshold",
+                    "SP_Emotional_Priority",
+                    "SP_Motivational_Priority",
+                    "SP_Cognitive_Priority",
+                ]
+            )
             for script in scripts:
                 writer.writerow([script, "A", "Leisure", "Low", "Medium", "Low", "High"])
         for script, (levels, stop, mistype) in scripts.items():
@@ -116,8 +136,9 @@ def test_import_then_leaderboard_then_judge_panel(fake: FakeOpenAIServer, tmp_pa
     # Beside a run of our own: no --force needed, the imported subjects are marked external.
     own = write_run(tmp_path / "runs" / "own", [SubjectTruth("ours")], n_cases=4, n_seeds=1)
     board = tmp_path / "board"
-    built = cli.invoke(app, ["leaderboard", "build", str(own), str(run), "-o", str(board), "--n-boot", "50"],
-                       env={"COLUMNS": "200"})
+    built = cli.invoke(
+        app, ["leaderboard", "build", str(own), str(run), "-o", str(board), "--n-boot", "50"], env={"COLUMNS": "200"}
+    )
     assert built.exit_code == 0, built.output
     table = pq.read_table(board / "leaderboard.parquet").to_pandas()
     overall = table[table["slice_family"] == "overall"].set_index("subject")
@@ -128,8 +149,11 @@ def test_import_then_leaderboard_then_judge_panel(fake: FakeOpenAIServer, tmp_pa
 
     panel = tmp_path / "panel.yaml"
     binding = f"openai:fake-model@{fake.base_url}"
-    panel.write_text(yaml.safe_dump({"name": "mine", "holistic": False, "pairwise": False,
-                                     "judges": [{"binding": binding, "label": "judge-x"}]}))
+    panel.write_text(
+        yaml.safe_dump(
+            {"name": "mine", "holistic": False, "pairwise": False, "judges": [{"binding": binding, "label": "judge-x"}]}
+        )
+    )
     judged = cli.invoke(app, ["judge", str(run), "--panel", str(panel), "--no-cache"], env={"COLUMNS": "200"})
     assert judged.exit_code == 0, judged.output
     new_report = json.loads((run / "panels" / "mine" / "report.json").read_text())
@@ -137,6 +161,7 @@ def test_import_then_leaderboard_then_judge_panel(fake: FakeOpenAIServer, tmp_pa
     assert agreement["judge"] == "judge-model"
     # Every turn but the lost one is a unit, for each of the six MDEP items.
     assert {k: v["n_turns"] for k, v in agreement["items"].items()} == dict.fromkeys(
-        [f"mdep.{a}.{k}" for a in "CAP" for k in ("progress", "regression")], 4 * 12 - 1)
+        [f"mdep.{a}.{k}" for a in "CAP" for k in ("progress", "regression")], 4 * 12 - 1
+    )
     rescored = pd.read_parquet(run / "panels" / "mine" / "scores.parquet")
     assert (rescored["scoring_profile"] == "empa").all()
