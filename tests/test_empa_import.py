@@ -165,3 +165,13 @@ def test_import_then_leaderboard_then_judge_panel(fake: FakeOpenAIServer, tmp_pa
     )
     rescored = pd.read_parquet(run / "panels" / "mine" / "scores.parquet")
     assert (rescored["scoring_profile"] == "empa").all()
+
+
+def test_runs_scored_before_profiles_read_as_emobench(tmp_path: Path) -> None:
+    own = write_run(tmp_path / "old", [SubjectTruth("ours")], n_cases=4, n_seeds=1)
+    scores = pq.read_table(own / "scores.parquet")
+    pq.write_table(scores.drop_columns(["scoring_profile", "epmq_empa"]), own / "scores.parquet")
+    built = cli.invoke(app, ["leaderboard", "build", str(own), "-o", str(tmp_path / "b"), "--n-boot", "20", "--no-html"])
+    assert built.exit_code == 0, built.output
+    overall = pq.read_table(tmp_path / "b" / "leaderboard.parquet").to_pandas().query("slice_family == 'overall'")
+    assert overall["scoring_profile"].tolist() == ["emobench"] and overall["epmq_empa"].isna().all()
