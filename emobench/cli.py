@@ -13,6 +13,7 @@ from rich.console import Console
 
 from emobench.cli_support import Interruption, OneLineUsage, against_flags, one_line_errors
 from emobench.errors import InputError
+from emobench.importers import cli as import_cli
 from emobench.judging import calibrate_cli
 from emobench.publish import cli as publish_cli
 from emobench.publish import validity_cli, viewer_cli
@@ -26,6 +27,7 @@ app = typer.Typer(
 )
 app.add_typer(registry_cli.app, name="scenarios")
 app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
+app.add_typer(import_cli.app, name="import")
 app.command("gate")(publish_cli.gate)
 app.command("calibrate")(calibrate_cli.calibrate)
 app.command("show")(viewer_cli.show)
@@ -234,9 +236,9 @@ def judge(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     def go() -> None:
+        from emobench.importers.cards import registry_for
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
-        from emobench.registry import load_registry
         from emobench.report import finalize_run
         from emobench.rescore import rescore
         from emobench.rundir import RunDir
@@ -244,7 +246,7 @@ def judge(
 
         log = err()
         out = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force, console=log))
-        finalize_run(out, load_registry(ROOT), source=RunDir(run_dir))
+        finalize_run(out, registry_for(run_dir, ROOT), source=RunDir(run_dir))
         table = build_leaderboard([out.path], force=force)
         write_leaderboard(table, out.path)
         render_table(table, Console())

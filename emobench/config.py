@@ -14,6 +14,7 @@ from emobench.endpoints.binding import parse_binding
 from emobench.episode.roles import Limits
 from emobench.errors import InputError
 from emobench.records import Sampling
+from emobench.scoring.profile import DEFAULT_PROFILE, ProfileName
 
 # Counts are bounded so that the config hash (orjson: 64-bit integers) and the clients take them.
 INT64 = 2**63
@@ -83,6 +84,7 @@ class RunConfig(_Config):
     director_retries: int = Field(default=2, ge=0, le=100)
     reveal_every: int = Field(default=3, ge=0, lt=INT64)
     concurrency: int = Field(default=64, ge=1, lt=INT64)
+    scoring_profile: ProfileName = DEFAULT_PROFILE  # docs/method.md §5.8: "emobench" or "empa"
 
     def limits(self) -> Limits:
         return Limits(

@@ -129,7 +129,7 @@ class Episode(Record):
     probe: ProbeAnswer | None = None
     final_meter: float
     stop_reason: str
-    status: str | None  # EPM status at the stop: success, collapse, stagnation_regression
+    status: str | None  # EPM status at the stop: success, collapse, stagnation_regression, oscillation
     success_turn: int | None
     roles: dict[str, RoleInfo | list[RoleInfo]]
     templates: dict[str, str]

@@ -15,10 +15,11 @@ from emobench.judging.pairwise import pairwise_table, verdicts_frame
 from emobench.records import Episode, EpisodeJudgement, PairwiseVerdict
 from emobench.registry import Registry
 from emobench.rundir import RunDir, read_records
-from emobench.scoring.agreement import reliability
+from emobench.scoring.agreement import original_judge_agreement, reliability
 from emobench.scoring.episode_scores import score_episode, scores_table
 from emobench.scoring.invalid_outputs import invalid_output_rates
 from emobench.scoring.probe import counterfactual_spread
+from emobench.scoring.profile import DEFAULT_PROFILE, load_profile
 from emobench.scoring.replay import rejudged
 from emobench.scoring.validity import run_validity
 from emobench.trackers.affect import default_tracker
@@ -71,21 +72,25 @@ def finalize_run(out: RunDir, registry: Registry, *, source: RunDir | None = Non
     source is the run whose episodes a rescore judged again (out is then its panel folder).
     """
     origin = source or out
-    config = origin.read_manifest().get("config", {})
+    origin_manifest = origin.read_manifest()
+    config = origin_manifest.get("config", {})
     min_turns = int(config.get("min_turns", 12))
+    profile = config.get("scoring_profile", DEFAULT_PROFILE)  # runs older than profiles: emobench
     panel = (out.read_manifest() if source is not None else config).get("panel", {})
     judges = [RoleConfig.model_validate(j).name for j in panel.get("judges", [])]
     episodes = origin.read_episodes()
     judgements = {j.key: j for j in read_records(out.judgements, EpisodeJudgement)}
-    tracker = default_tracker()
+    # An imported run (another benchmark's transcripts, e.g. EMPA's Chinese ones) skips the
+    # English MiniLM affect tracker: it does not apply, and it is most of finalize's time.
+    tracker = None if "external" in origin_manifest else default_tracker()
     scored = []
     rows = []
     for episode in episodes:
         judgement = judgements.get(episode.key)
         if judgement is not None and judgement.mdep is not None:
-            episode = rejudged(episode, judgement.mdep, min_turns)
+            episode = rejudged(episode, judgement.mdep, min_turns, load_profile(profile).engine)
         scored.append(episode)
-        rows.append(score_episode(episode, registry.case(episode.case_id), out.path.name, judgement, tracker))
+        rows.append(score_episode(episode, registry.case(episode.case_id), out.path.name, judgement, tracker, profile))
     table = scores_table(rows)
     pq.write_table(table, out.scores)
     verdicts = read_records(out.pairwise_log, PairwiseVerdict)
@@ -102,6 +107,13 @@ def finalize_run(out: RunDir, registry: Registry, *, source: RunDir | None = Non
             invalid[f"{judge} (pairwise)"] = n
     stops = Counter(ep.stop_reason for ep in episodes)
     audit = Counter(flag.kind for j in judgements.values() for flag in j.audit)
+    judge_reliability = reliability(scored, list(judgements.values()), judges, scores, frame)
+    if source is not None and "external" in origin_manifest:
+        # A new panel on an imported run: how it agrees with the run's original judge.
+        judge_reliability["original_judge"] = {
+            "judge": origin_manifest["external"].get("original_judge"),
+            "items": original_judge_agreement(episodes, scored),
+        }
     report = {
         "run_id": out.path.name,
         "episodes": len(episodes),
@@ -109,7 +121,7 @@ def finalize_run(out: RunDir, registry: Registry, *, source: RunDir | None = Non
         "invalid_judgements": invalid,
         "unscored_episodes": sum(r["epmq"] is None for r in rows),
         "invalid_outputs": invalid_output_rates(episodes, judgements.values()),
-        "reliability": reliability(scored, list(judgements.values()), judges, scores, frame),
+        "reliability": judge_reliability,
         "audit": {"flags": dict(audit), "flagged_episodes": sum(bool(j.audit) for j in judgements.values())},
         "counterfactual_spread": _spread(scores, registry),
         "validity": run_validity(scores, scored, origin.read_manifest().get("roles", {})),

@@ -18,8 +18,8 @@ from emobench.config import PanelConfig, load_config_data, validate_config
 from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.pool import EndpointPool, require_keys
 from emobench.errors import InputError
+from emobench.importers.cards import registry_for
 from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
-from emobench.registry import load_registry
 from emobench.rundir import RunDir
 from emobench.runner import ROOT, _caller
 
@@ -47,7 +47,7 @@ async def rescore(
     config = validate_config(manifest["config"], source.manifest, root)
     panel_config = load_panel(panel_path)
     require_keys([(f"judges[{i}]", judge) for i, judge in enumerate(panel_config.judges)], panel_path)
-    registry = load_registry(root)
+    registry = registry_for(source.path, root)  # an imported run keeps its own cards
     # A run on an earlier edition finds its cases in the archived split (e.g. test-v1).
     if registry.split_with_version(manifest["registry_version"]) is None and not force:
         raise InputError(

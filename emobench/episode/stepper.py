@@ -20,7 +20,7 @@ from emobench.records import DirectorAction, Episode, EPMPoint, ModelCall, Probe
 from emobench.registry import Case
 from emobench.trackers.epm import EPMEngine
 
-FAILURES = ("collapse", "stagnation_regression")
+FAILURES = ("collapse", "stagnation_regression", "oscillation")
 # Reasoning the subject wrote for itself; judges, simulator and later turns see only the rest.
 REASONING = re.compile(r"<(think|thinking|reasoning|reflection)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 A = TypeVar("A")

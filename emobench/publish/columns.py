@@ -20,9 +20,17 @@ FAMILIES = tuple(FAMILY_TITLES)
 CHALLENGING = ("hard", "very_hard")  # mechanism stress: difficulty
 DEFENSIVE = ("high",)  # persona resilience: empathy threshold
 
+# One line for the page and the terminal: how the two EPM-Q columns differ (docs/method.md §5.8).
+PROFILES_NOTE = (
+    "EPM-Q is scored under each subject's run profile (emobench by default); EPM-Q (EMPA) scores the same "
+    "episodes with EMPA's definitions, which let indices exceed 100 and credit Tau for a straight path "
+    "in any direction."
+)
+
 # (column, header, scale, digits) for the terminal and the page; scale 100 shows a percentage.
 DISPLAY_COLUMNS = (
     ("epmq", "EPM-Q", 1.0, 1),
+    ("epmq_empa", "EPM-Q (EMPA)", 1.0, 1),
     ("success_rate", "Success %", 100.0, 1),
     ("final_meter", "Meter", 1.0, 1),
     ("empathy", "Empathy", 1.0, 2),

@@ -17,7 +17,7 @@ import pyarrow as pa
 from markupsafe import Markup
 
 from emobench.publish import plots
-from emobench.publish.columns import DISPLAY_COLUMNS, FAMILIES, FAMILY_TITLES, atomic_write, short_version
+from emobench.publish.columns import DISPLAY_COLUMNS, FAMILIES, FAMILY_TITLES, PROFILES_NOTE, atomic_write, short_version
 from emobench.publish.provenance import read_metadata
 
 # Above this share of episodes ended by an invalid simulated user, the page warns.
@@ -79,6 +79,7 @@ def render_html(table: pa.Table, report_links: dict[str, str] | None = None) -> 
         sim_invalid_limit=SIMULATOR_INVALID_LIMIT,
         sim_invalid_subjects=[r["subject"] for r in overall if r["simulator_invalid_rate"] > SIMULATOR_INVALID_LIMIT],
         report_links=report_links or {},
+        profiles_note=PROFILES_NOTE,
     )
 
 

@@ -36,6 +36,8 @@ LEADERBOARD_SCHEMA = pa.schema(
         pa.field("slice_family", pa.string(), nullable=False),
         pa.field("slice", pa.string(), nullable=False),
         pa.field("subject", pa.string(), nullable=False),
+        pa.field("scoring_profile", pa.string()),  # the profile of the subject's EPM-Q; "mixed" across runs
+        pa.field("external", pa.bool_(), nullable=False),  # the subject's episodes were imported
         *_ci_fields("epmq"),
         *_ci_fields("success_rate"),
         *[f for m in METRICS[1:] for f in _ci_fields(m)],
@@ -121,6 +123,9 @@ def build_leaderboard(
             columns["n_episodes"].append(eps_in[sel, k])
             columns["simulator_invalid_rate"].append(sim_invalid_in[sel, k] / eps_in[sel, k])
 
+    profile, external = _subject_marks(runs, ep)
+    columns["scoring_profile"] = [profile[ep.subjects.index(s)] for s in columns["subject"]]
+    columns["external"] = [external[ep.subjects.index(s)] for s in columns["subject"]]
     table = _to_table(columns, _bradley_terry(runs, n_boot, seed))
     meta = build_metadata(
         runs,
@@ -130,6 +135,19 @@ def build_leaderboard(
         examples=_examples(runs, ep, table),
     )
     return table.replace_schema_metadata(meta)
+
+
+def _subject_marks(runs: Sequence[Run], ep: _Episodes) -> tuple[list[str], list[bool]]:
+    """Per subject: the scoring profile of its rows ("mixed" if several) and whether any run was external."""
+    profiles: list[set[str]] = [set() for _ in ep.subjects]
+    external = np.zeros(len(ep.subjects), dtype=bool)
+    for i, run in enumerate(runs):
+        mine = ep.run_of == i
+        values = np.array(run.scores.column("scoring_profile").fill_null("emobench").to_pylist(), dtype=object)
+        for s, value in set(zip(ep.subj[mine].tolist(), values[ep.row_in_run[mine]].tolist(), strict=True)):
+            profiles[s].add(value)
+        external[ep.subj[mine]] |= run.external is not None
+    return [next(iter(p)) if len(p) == 1 else "mixed" for p in profiles], external.tolist()
 
 
 def _cell_mean(key: NDArray[np.intp], x: NDArray[np.float64], size: int) -> NDArray[np.float64]:
@@ -256,8 +274,9 @@ def _bradley_terry(runs: Sequence[Run], n_boot: int, seed: int) -> dict[str, tup
 
 def _to_table(columns: dict[str, list[Any]], bt: dict[str, tuple[float, ...]]) -> pa.Table:
     arrays: dict[str, pa.Array] = {}
-    for name in ("slice_family", "slice", "subject"):
+    for name in ("slice_family", "slice", "subject", "scoring_profile"):
         arrays[name] = pa.array(columns[name], pa.string())
+    arrays["external"] = pa.array(columns["external"], pa.bool_())
     for name in ("n_cases", "n_episodes"):
         arrays[name] = pa.array(np.concatenate(columns[name]).astype(np.int64))
     overall = np.array(columns["slice_family"]) == "overall"

@@ -50,14 +50,16 @@ def ci_bars(rows: list[dict[str, Any]], colors: dict[str, str]) -> str:
         fig = Figure(figsize=(9, 0.45 * len(rows) + 1.2), layout="constrained")
         axes = fig.subplots(1, 2, sharey=True)
         for ax, (metric, scale, label) in zip(
-            axes, (("epmq", 1.0, "EPM-Q (0-100)"), ("success_rate", 100.0, "success rate (%)")),
+            axes, (("epmq", 1.0, "EPM-Q"), ("success_rate", 100.0, "success rate (%)")),
             strict=True,
         ):
             y = np.arange(len(rows))[::-1]
             mid = np.array([_num(r[metric]) for r in rows]) * scale
             lo = np.array([_num(r[f"{metric}_lo"]) for r in rows]) * scale
             hi = np.array([_num(r[f"{metric}_hi"]) for r in rows]) * scale
-            ax.errorbar(mid, y, xerr=[mid - lo, hi - mid], fmt="none", ecolor="#555", capsize=3)
+            # Clipped at 0: a point a rounding error outside its interval must not stop the page.
+            xerr = [np.clip(mid - lo, 0.0, None), np.clip(hi - mid, 0.0, None)]
+            ax.errorbar(mid, y, xerr=xerr, fmt="none", ecolor="#555", capsize=3)
             ax.scatter(mid, y, c=[colors[n] for n in names], zorder=3, s=36)
             ax.set_yticks(y, names)
             ax.set_xlabel(f"{label}, 95% CI")

@@ -16,17 +16,24 @@ import emobench
 from emobench.errors import InputError
 from emobench.publish.runs import Run
 
-LEADERBOARD_SCHEMA_VERSION = "1"
+LEADERBOARD_SCHEMA_VERSION = "2"  # 2: epmq_empa, scoring_profile, external
 _PREFIX = "emobench."
 # What a published role keeps: endpoints are left out because they are often private hosts.
 _ROLE_FIELDS = ("label", "model", "sampling")
 
 
 def merge_conflicts(runs: Sequence[Run]) -> list[str]:
-    """Reasons the runs are not comparable: registry, prompt versions or split differ."""
+    """Reasons the runs are not comparable: registry, prompt versions or split differ.
+
+    An imported run (another benchmark's cases and prompts) is never comparable in that sense;
+    it stands beside the others marked external, so it is left out of these checks.
+    """
     reasons: list[str] = []
-    first = runs[0]
-    for run in runs[1:]:
+    own = [r for r in runs if r.external is None]
+    if not own:
+        return reasons
+    first = own[0]
+    for run in own[1:]:
         if run.registry_version != first.registry_version:
             reasons.append(
                 f"registry_version {run.registry_version!r} in {run.run_id} differs from "
@@ -113,6 +120,7 @@ def build_metadata(
         "bootstrap": bootstrap,
         "examples": examples,
         "reliability": {r.run_id: r.report for r in runs},
+        "external_runs": {r.run_id: r.external for r in runs if r.external is not None},
     }
     return {(_PREFIX + k).encode(): json.dumps(v, sort_keys=True).encode() for k, v in meta.items()}
 

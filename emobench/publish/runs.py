@@ -17,7 +17,14 @@ import pyarrow.parquet as pq
 from emobench.errors import InputError
 
 # Score columns publish reads; everything else in scores.parquet is left on disk.
-METRICS = ("epmq", "final_meter", "empathy", "humanlikeness", "persona_adaptation", "coherence")
+METRICS = ("epmq", "epmq_empa", "final_meter", "empathy", "humanlikeness", "persona_adaptation", "coherence")
+# Columns that runs written before them lack, with the value they stand for there: every
+# first-edition case is about distress; runs before scoring profiles used the emobench one.
+_OPTIONAL = {
+    "epmq_empa": pa.scalar(None, pa.float64()),
+    "scoring_profile": pa.scalar("emobench"),
+    "valence": pa.scalar("negative"),
+}
 SLICE_LEVELS: dict[str, tuple[str, ...]] = {
     "dominant_axis": ("C", "A", "P"),
     "difficulty": ("easy", "medium", "hard", "very_hard"),
@@ -26,11 +33,8 @@ SLICE_LEVELS: dict[str, tuple[str, ...]] = {
 }
 SCORE_COLUMNS = (
     "subject", "case_id", "seed", "category", "dominant_axis", "difficulty", "threshold", "valence",
-    "success", *METRICS, "registry_version", "stop_reason",
+    "success", *METRICS, "registry_version", "stop_reason", "scoring_profile",
 )
-# Columns that runs written before them lack, with the value they stand for there: every
-# first-edition case is about distress.
-_FILLED = {"valence": "negative"}
 _MANIFEST_KEYS = ("run_id", "registry_version", "prompt_versions", "roles")
 _PAIRWISE_COLUMNS = ("case_id", "subject_a", "subject_b", "winner")
 
@@ -55,6 +59,12 @@ class Run:
     def prompt_versions(self) -> dict[str, str]:
         return dict(self.manifest["prompt_versions"])
 
+    @property
+    def external(self) -> dict[str, Any] | None:
+        """Where an imported run came from (e.g. EMPA's recorded runs); None for a run of our own."""
+        value = self.manifest.get("external")
+        return dict(value) if isinstance(value, dict) else None
+
 
 def load_run(run_dir: Path, *, with_paths: bool = False) -> Run:
     """Load and validate one run directory. with_paths also reads the epm_path column."""
@@ -68,7 +78,7 @@ def load_run(run_dir: Path, *, with_paths: bool = False) -> Run:
     if not isinstance(man["prompt_versions"], dict):
         raise InputError(run_dir / "manifest.json", "prompt_versions", "must be an object")
     columns = [*SCORE_COLUMNS, "epm_path"] if with_paths else list(SCORE_COLUMNS)
-    scores = _read_parquet(run_dir / "scores.parquet", columns, required=True, optional=_FILLED)
+    scores = _read_parquet(run_dir / "scores.parquet", columns, required=True)
     assert scores is not None
     _validate_scores(run_dir / "scores.parquet", scores, str(man["registry_version"]))
     pairwise = _read_parquet(run_dir / "pairwise.parquet", list(_PAIRWISE_COLUMNS))
@@ -90,10 +100,7 @@ def _read_json(path: Path, *, required: bool = False) -> dict[str, Any] | None:
     return data
 
 
-def _read_parquet(
-    path: Path, columns: list[str], *, required: bool = False, optional: dict[str, str] | None = None
-) -> pa.Table | None:
-    """The columns of a parquet file; a column named in optional may be absent and is then filled."""
+def _read_parquet(path: Path, columns: list[str], *, required: bool = False) -> pa.Table | None:
     if not path.exists():
         if required:
             raise InputError(path, "", "file not found")
@@ -101,13 +108,13 @@ def _read_parquet(
     try:
         # ParquetFile, not read_table: no dataset layer, a fraction of the CPU for one file.
         file = pq.ParquetFile(path)
-        missing = [c for c in columns if c not in file.schema_arrow.names]
-        fill = {c: (optional or {})[c] for c in missing if c in (optional or {})}
-        if len(fill) < len(missing):
-            raise InputError(path, next(c for c in missing if c not in fill), "column missing")
-        table = file.read(columns=[c for c in columns if c not in fill])
-        for name, value in fill.items():
-            table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()))
+        missing = [c for c in columns if c not in file.schema_arrow.names and c not in _OPTIONAL]
+        if missing:
+            raise InputError(path, missing[0], "column missing")
+        table = file.read(columns=[c for c in columns if c in file.schema_arrow.names])
+        for name in columns:
+            if name not in table.column_names:
+                table = table.append_column(name, pa.repeat(_OPTIONAL[name], table.num_rows))
         return table.select(columns)
     except (OSError, pa.ArrowException) as exc:
         raise InputError(path, "", f"unreadable parquet ({exc})") from None

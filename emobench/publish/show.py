@@ -60,11 +60,13 @@ def _columns(rows: list[dict[str, Any]], family: str, width: int) -> list[_Col]:
 
     cols: dict[str, _Col] = {
         "#": _Col("#", [Text(r) for r in ranks], dim=True),
-        "subject": _Col("Subject", [Text(r["subject"]) for r in rows], numeric=False),
+        "subject": _Col("Subject", [Text(r["subject"] + (" (external)" if r["external"] else "")) for r in rows],
+                        numeric=False),
     }
     if family != "overall":
         cols["slice"] = _Col("Slice", [Text(r["slice"]) for r in rows], numeric=False)
     cols["epmq"] = metric("epmq", True)
+    cols["epmq_empa"] = metric("epmq_empa", False)
     cols["success_rate"] = metric("success_rate", True)
     for name in ("final_meter", "empathy", "humanlikeness", "persona_adaptation", "coherence"):
         cols[name] = metric(name, False)
@@ -73,7 +75,7 @@ def _columns(rows: list[dict[str, Any]], family: str, width: int) -> list[_Col]:
     cols["n_cases"] = _Col("Cases", [Text(str(r["n_cases"])) for r in rows])
     cols["n_episodes"] = _Col("Eps.", [Text(str(r["n_episodes"])) for r in rows])
 
-    drop_order = ["coherence", "persona_adaptation", "humanlikeness", "empathy", "n_episodes",
+    drop_order = ["coherence", "persona_adaptation", "humanlikeness", "empathy", "n_episodes", "epmq_empa",
                   "final_meter", "#", "bt_rating"]
     while sum(c.width for c in cols.values()) > width and drop_order:
         cols.pop(drop_order.pop(0), None)

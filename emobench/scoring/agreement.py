@@ -69,3 +69,30 @@ def reliability(
         },
         "n_judges": len(judges),
     }
+
+
+def original_judge_agreement(original: Sequence[Episode], rescored: Sequence[Episode]) -> dict[str, Any]:
+    """How a new panel agrees with an imported run's original judge, per MDEP item.
+
+    Units are the turns both judged: the original judge's valid verdict (a lost judgement is
+    left out) against the new panel's median level. Krippendorff's alpha (ordinal) and the
+    share of turns with the same level.
+    """
+    pairs: dict[str, list[tuple[int, int]]] = {f"mdep.{a}.{k}": [] for a in AXES for k in ("progress", "regression")}
+    for before, after in zip(original, rescored, strict=True):
+        for old, new in zip(before.turns, after.turns, strict=True):
+            verdict = old.judgement.verdicts[0] if old.judgement.verdicts else None
+            if verdict is None or not verdict.valid or not verdict.axes or not new.judgement.valid:
+                continue
+            for axis in AXES:
+                pairs[f"mdep.{axis}.progress"].append((verdict.axes[axis].progress, new.judgement.progress[axis]))
+                pairs[f"mdep.{axis}.regression"].append((verdict.axes[axis].regression, new.judgement.regression[axis]))
+    out: dict[str, Any] = {}
+    for item, values in pairs.items():
+        matrix = np.array(values, dtype=float).T if values else np.empty((2, 0))
+        out[item] = {
+            "alpha": _alpha(matrix),
+            "exact_agreement": round(float(np.mean(matrix[0] == matrix[1])), 4) if values else None,
+            "n_turns": len(values),
+        }
+    return out

@@ -13,11 +13,12 @@ from emobench.records import Episode, EpisodeJudgement
 from emobench.registry import Case
 from emobench.scoring.epmq import epmq
 from emobench.scoring.probe import probe_scores
+from emobench.scoring.profile import DEFAULT_PROFILE, load_profile
 from emobench.scoring.schema import SCORES_SCHEMA
 from emobench.trackers.affect import AffectReading, AffectTracker
+from emobench.trackers.epm import FAILURES
 from emobench.trackers.trajectory import slope, valence_trajectory
 
-FAILURES = ("collapse", "stagnation_regression")
 _EPMQ_FIELDS = (
     "epmq",
     "outcome",
@@ -41,10 +42,12 @@ def score_episode(
     run_id: str,
     judgement: EpisodeJudgement | None = None,
     tracker: AffectTracker | None = None,
+    profile: str = DEFAULT_PROFILE,
 ) -> dict[str, Any]:
     """The row for one episode; pass the replayed episode when a rescore changed its turns.
 
-    Without a tracker the affect columns are null (the runner always passes one)."""
+    EPM-Q is scored under the run's profile, and once more under `empa` for `epmq_empa`. Without
+    a tracker the affect columns are null (the runner always passes one)."""
     judged = [t for t in episode.turns if t.judgement.valid and t.judgement.vector is not None and t.epm is not None]
     holistic = mean_scores(judgement.holistic) if judgement else dict.fromkeys(HOLISTIC_DIMENSIONS)
     probe = probe_scores(episode.probe, case.persona)
@@ -68,7 +71,8 @@ def score_episode(
         "n_judged_turns": len(judged),
         "n_invalid_judgements": sum(not v.valid for t in episode.turns for v in t.judgement.verdicts),
         "stop_reason": episode.stop_reason,
-        "success": episode.status == "success",
+        # No valid judgement at all: success is unknown (null), like EPM-Q, never a failure.
+        "success": episode.status == "success" if judged else None,
         "turns_to_success": episode.success_turn,
         "failure_type": episode.status if episode.status in FAILURES else None,
         "energy": judged[-1].epm.energy if judged and judged[-1].epm else None,
@@ -83,16 +87,30 @@ def score_episode(
         "registry_version": episode.registry_version,
         "config_hash": episode.config_hash,
         "emobench_version": episode.emobench_version,
+        "scoring_profile": profile,
     }
     if judged:
         vectors = [t.judgement.vector for t in judged if t.judgement.vector is not None]
-        regression = sum(t.judgement.regression_points for t in judged)
-        # Rho divides E by every turn; an unjudged turn is not scored, only counted there.
-        q = epmq(episode.p0, vectors, regression, n_turns=len(episode.turns)).as_dict()
+        regression = sum(sum(t.judgement.regression.values()) for t in judged)
+        progress = sum(sum(t.judgement.progress.values()) for t in judged)
+
+        def scored(name: str) -> dict[str, float]:
+            # Rho divides E by every turn; an unjudged turn is not scored, only counted there.
+            return epmq(
+                episode.p0,
+                vectors,
+                net_levels=progress - regression,
+                regression_levels=regression,
+                n_turns=len(episode.turns),
+                profile=load_profile(name),
+            ).as_dict()
+
+        q = scored(profile)
         row.update({name: q[name] for name in _EPMQ_FIELDS})
+        row["epmq_empa"] = q["epmq"] if profile == "empa" else scored("empa")["epmq"]
     else:
         # No valid judgement at all: the episode is unscored, never scored as 0.
-        row.update(dict.fromkeys(_EPMQ_FIELDS))
+        row.update(dict.fromkeys((*_EPMQ_FIELDS, "epmq_empa")))
     meters = [float(case.persona.meter_start)] + [t.meter for t in episode.turns]
     row["meter_slope"] = slope(meters)
     return row

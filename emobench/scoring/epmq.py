@@ -1,7 +1,9 @@
-"""EPM-Q (docs/method.md §5.4): nine indices in three groups, from an episode's EPM trajectory.
+"""EPM-Q (docs/method.md §5.4, §5.8): nine indices in three groups, from an episode's EPM trajectory.
 
-The formulas are fixed in docs/method.md, with our two fixes: every index is clipped to [0, 100], and
-Tau is 0 unless the path moved toward the goal, (P_T - P0).u > 0.
+The definitions are EMPA's, read from the scoring profile: distances are to the tolerance zone
+(every axis >= -1), S_net and Pen count MDEP levels, and Rpos, Align, Sproj and Pen average over
+T+1 entries (the trajectory's turn-0 entry has delta_e 0 and cos 0). The `emobench` profile adds
+our two fixes: each index capped to [0, 100], and Tau 0 unless the path moved toward the goal.
 """
 
 from __future__ import annotations
@@ -9,16 +11,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Final
 
+from emobench.scoring.profile import ScoringProfile, load_profile
 from emobench.trackers.epm import EPMEngine
 
-EPMQ_WEIGHTS: Final = {"outcome": 0.4, "efficiency": 0.2, "stability": 0.4}
+INDEX_NAMES = ("rdi", "etot", "snet", "rho", "sproj", "tau", "rpos", "align", "pen")
+EPMQ_WEIGHTS = load_profile().indices.weights.model_dump()  # the same in every profile
 
 
 @dataclass(frozen=True)
 class EPMQ:
-    """Every index, group and the total, each in [0, 100]."""
+    """Every index, group and the total (in [0, 100] under a capping profile)."""
 
     rdi: float
     etot: float
@@ -38,91 +41,93 @@ class EPMQ:
         return asdict(self)
 
 
-def _clip(x: float) -> float:
-    return min(100.0, max(0.0, x))
+def zone_distance(p: Sequence[float], floor: float) -> float:
+    """Distance from P to the tolerance zone where every axis is >= floor; overshoot costs nothing."""
+    return math.sqrt(sum((floor - x) ** 2 for x in p if x < floor))
 
 
 def _mean3(a: float, b: float, c: float) -> float:
     return (a + b + c) / 3.0
 
 
-def _path_ratio(path_length: float, displacement: float) -> float:
-    """tau = path length / |P_T - P0|, floored at 1.
+def _tau(path_length: float, displacement: float) -> float:
+    """100 (3 - tau) / 2 with tau = path length / |P_T - P0| floored at 1, the index floored at 0.
 
-    A path that ends where it started (|P_T - P0| == 0) is infinitely roundabout: tau = inf.
-    Its Tau index is 0 either way, since it did not move toward the goal.
+    A path that ends where it started has no displacement to be roundabout about: Tau 100, as
+    EMPA scores it (the `emobench` profile's progress gate then sets it to 0).
     """
     if displacement == 0.0:
-        return math.inf
-    return max(1.0, path_length / displacement)
+        return 100.0
+    return max(0.0, 100.0 * (3.0 - max(1.0, path_length / displacement)) / 2.0)
 
 
 def epmq(
     p0: Sequence[float],
     vectors: Sequence[Sequence[float]],
-    regression_total: float,
     *,
+    net_levels: int,
+    regression_levels: int,
     n_turns: int | None = None,
+    profile: ScoringProfile | None = None,
 ) -> EPMQ:
-    """Score one episode from P0, its judged turn vectors and the sum of its regression points.
+    """Score one episode from P0, its judged turn vectors and its MDEP level totals.
 
-    `vectors` holds one v_t per judged turn, so T = len(vectors). `regression_total` is the sum
-    over those turns of `mdep.regression_points` (<= 0). `n_turns` is the episode's total turn
-    count when some turns have no valid judgement; it only changes Rho = E / n_turns, which is
-    how Rho and Sproj (mean delta_e over judged turns) differ. Every other index uses the judged
+    `vectors` holds one v_t per judged turn, so T = len(vectors). `net_levels` is the sum over
+    those turns and axes of (progress level - regression level); `regression_levels` the sum of
+    regression levels (>= 0). `n_turns` is the episode's total turn count when some turns have
+    no valid judgement; it only changes Rho = E / n_turns. Every other index uses the judged
     turns, so an unjudged turn is never counted as a zero-regression or zero-work turn.
     """
+    profile = profile or load_profile()
+    rules = profile.indices
     if not vectors:
         raise ValueError("EPM-Q needs at least one judged turn")
-    if not math.isfinite(regression_total) or regression_total > 0.0:
-        raise ValueError(f"regression_total is a sum of regression points, <= 0; got {regression_total}")
+    if regression_levels < 0:
+        raise ValueError(f"regression_levels is a sum of levels, >= 0; got {regression_levels}")
     t = len(vectors)
     total_turns = t if n_turns is None else n_turns
     if total_turns < t:
         raise ValueError(f"n_turns ({total_turns}) is less than the judged turns ({t})")
 
-    engine = EPMEngine(p0)
+    engine = EPMEngine(p0, rules=profile.engine)
     for v in vectors:
         engine.step(v)
     path = engine.path
     start, end = path[0], path[-1]
-    r0 = math.hypot(*start)
-    r_t = math.hypot(*end)
-    energy = engine.energy
-    delta_es = engine.delta_es
-    s_net = sum(sum(v) for v in vectors)
+    d0 = zone_distance(start, rules.zone_floor)
+    if d0 == 0.0:
+        raise ValueError(f"P0 {tuple(start)} is inside the tolerance zone: no deficit to score")
+    d_t = zone_distance(end, rules.zone_floor)
+    energy = round(engine.energy, profile.engine.value_decimals)
+    entries = t + 1  # the turn-0 entry counts, with delta_e 0 and cos 0
     # (P_T - P0).u > 0, taken against -P0 (a positive multiple of u) so lattice input is exact.
     toward_goal = sum((b - a) * -a for a, b in zip(start, end, strict=True)) > 0.0
     path_length = sum(math.hypot(*v) for v in vectors)
-    tau = _path_ratio(path_length, math.dist(start, end))
-    pen = -regression_total / t
 
-    rdi = _clip((100.0 * (r0 - r_t) / r0 + 100.0) / 2.0)
-    etot = _clip(100.0 * max(0.0, energy) / (1.2 * r0))
-    snet = _clip(100.0 * max(0.0, s_net) / (1.5 * r0))
-    rho = _clip(100.0 * max(0.0, energy / total_turns) / 2.5)
-    sproj = _clip(100.0 * max(0.0, sum(delta_es) / t) / 2.5)
-    tau_index = _clip(100.0 * (3.0 - tau) / 2.0) if toward_goal else 0.0
-    rpos = _clip(100.0 * sum(1 for d in delta_es if d > 0.0) / t)
-    align = _clip(100.0 * (sum(engine.cosines) / t + 1.0) / 2.0)
-    pen_index = _clip(100.0 * (3.0 - pen) / 3.0)
+    index = {
+        "rdi": min(100.0, max(0.0, (100.0 * (d0 - d_t) / d0 + 100.0) / 2.0)),
+        "etot": 100.0 * max(0.0, energy) / (rules.etot_scale * d0),
+        "snet": 100.0 * max(0, net_levels) / (rules.snet_scale * d0),
+        "rho": 100.0 * max(0.0, energy / total_turns) / rules.rate_scale,
+        "sproj": 100.0 * max(0.0, sum(engine.delta_es) / entries) / rules.rate_scale,
+        "tau": _tau(path_length, math.dist(start, end)),
+        "rpos": 100.0 * sum(1 for d in engine.delta_es if d > 0.0) / entries,
+        "align": 100.0 * (sum(engine.cosines) / entries + 1.0) / 2.0,
+        "pen": max(0.0, 100.0 * (3.0 - regression_levels / entries) / 3.0),
+    }
+    if rules.tau_needs_progress and not toward_goal:
+        index["tau"] = 0.0
+    if rules.cap_at_100:
+        index = {name: min(100.0, value) for name, value in index.items()}
 
-    outcome = _mean3(rdi, etot, snet)
-    efficiency = _mean3(rho, sproj, tau_index)
-    stability = _mean3(rpos, align, pen_index)
-    total = EPMQ_WEIGHTS["outcome"] * outcome + EPMQ_WEIGHTS["efficiency"] * efficiency + EPMQ_WEIGHTS["stability"] * stability
+    outcome = _mean3(index["rdi"], index["etot"], index["snet"])
+    efficiency = _mean3(index["rho"], index["sproj"], index["tau"])
+    stability = _mean3(index["rpos"], index["align"], index["pen"])
+    w = rules.weights
     return EPMQ(
-        rdi=rdi,
-        etot=etot,
-        snet=snet,
-        rho=rho,
-        sproj=sproj,
-        tau=tau_index,
-        rpos=rpos,
-        align=align,
-        pen=pen_index,
+        **index,
         outcome=outcome,
         efficiency=efficiency,
         stability=stability,
-        epmq=_clip(total),  # weights sum to 1; the clip only absorbs float rounding
+        epmq=w.outcome * outcome + w.efficiency * efficiency + w.stability * stability,
     )

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from emobench.records import Episode, EPMPoint, TurnJudgement
+from emobench.scoring.profile import EngineRules
 from emobench.trackers.epm import EPMEngine
 
 
-def rejudged(episode: Episode, mdep: Sequence[TurnJudgement], min_turns: int) -> Episode:
+def rejudged(
+    episode: Episode, mdep: Sequence[TurnJudgement], min_turns: int, rules: EngineRules | None = None
+) -> Episode:
     """The episode with new turn judgements, EPM points and status.
 
     The conversation is fixed, so it may go on past the turn where this panel's EPM state
@@ -16,7 +19,7 @@ def rejudged(episode: Episode, mdep: Sequence[TurnJudgement], min_turns: int) ->
     """
     if len(mdep) != len(episode.turns):
         raise ValueError(f"{episode.key}: {len(mdep)} turn judgements for {len(episode.turns)} turns")
-    engine = EPMEngine(episode.p0, min_turns=min_turns)
+    engine = EPMEngine(episode.p0, min_turns=min_turns, rules=rules)
     status: str | None = None
     success_turn: int | None = None
     turns = []

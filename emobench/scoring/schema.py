@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCORES_SCHEMA_VERSION = "3"  # 3: affect tracker (valence path and slope, closings, head emotions), situation valence
+# 3: affect tracker, situation valence; 4: scoring_profile, epmq_empa, oscillation, success null when unjudged
+SCORES_SCHEMA_VERSION = "4"
 
 _f64 = pa.float64()
 
@@ -29,11 +30,14 @@ SCORES_SCHEMA = pa.schema(
         ("n_judged_turns", pa.int64()),
         ("n_invalid_judgements", pa.int64()),
         ("stop_reason", pa.string()),
-        ("success", pa.bool_()),
+        ("success", pa.bool_()),  # null when no turn has a valid judgement
         ("turns_to_success", pa.int64()),  # null unless success
-        ("failure_type", pa.string()),  # collapse|stagnation_regression|null
-        # EPM-Q (docs/method.md §5.4), all in [0, 100]
+        ("failure_type", pa.string()),  # collapse|stagnation_regression|oscillation|null
+        # EPM-Q (docs/method.md §5.4) under the row's scoring_profile (§5.8); in [0, 100] under
+        # `emobench`, unbounded above under `empa`
+        ("scoring_profile", pa.string()),  # emobench|empa
         ("epmq", _f64),
+        ("epmq_empa", _f64),  # the same episode scored under the `empa` profile
         ("outcome", _f64),
         ("efficiency", _f64),
         ("stability", _f64),

@@ -1,0 +1,1 @@
+"""Importers: other benchmarks' recorded runs as emobench run directories."""

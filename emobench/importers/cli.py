@@ -1,0 +1,31 @@
+"""`emobench import ...`: bring another benchmark's recorded runs in as an emobench run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from emobench.cli_support import one_line_errors
+
+app = typer.Typer(help="Import another benchmark's recorded runs as an emobench run directory.", no_args_is_help=True)
+
+
+@app.command("empa")
+def empa(
+    results_dir: Annotated[Path, typer.Argument(help="EMPA's results folder: MODEL/script_*_result.json files.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="The new run directory, e.g. runs/empa.")],
+    commit: Annotated[
+        str | None, typer.Option(help="The EMPA commit the results come from (default: git, if a checkout).")
+    ] = None,
+) -> None:
+    """Import EMPA's recorded runs, scored under the `empa` profile and marked external."""
+    with one_line_errors():
+        from emobench.importers.empa import import_empa
+        from emobench.runner import ROOT
+
+        section = import_empa(results_dir, out, root=ROOT, commit=commit)
+        quirks = ", ".join(f"{k} {v}" for k, v in section["quirks"].items())
+        Console(stderr=True).print(f"imported {section['episodes']} EMPA episode(s) into {out}: {quirks}", markup=False)
