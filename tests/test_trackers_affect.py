@@ -19,10 +19,10 @@ import yaml
 
 from emobench.errors import InputError
 from emobench.trackers import embedding
-from emobench.trackers.affect import CLOSINGS_PATH, AffectTracker, Closings, default_tracker
+from emobench.trackers.affect import CLOSINGS_PATH, AffectTracker, Closings, default_tracker, valence
 from emobench.trackers.embedding import Encoder
 from emobench.trackers.head import NEUTRAL, WEIGHTS_PATH, AffectHead, recorded_sha256
-from emobench.trackers.lexicon import vader, valence
+from emobench.trackers.lexicon import vader
 
 NEGATION = [
     # (negated message, its plain counterpart): the lexicon scores both alike or backwards

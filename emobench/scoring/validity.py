@@ -19,7 +19,7 @@ import pandas as pd
 from emobench.records import Episode
 from emobench.scoring.reliability import krippendorff_alpha, spearman
 from emobench.scoring.stats import paired_difference
-from emobench.trackers.lexicon import valence
+from emobench.trackers.affect import valence
 
 REFERENCE_PREFIX = "scripted:"
 KNOWN_GROUP_METRICS = {"epmq": "EPM-Q", "success": "success"}

@@ -122,3 +122,9 @@ class AffectTracker:
 def default_tracker() -> AffectTracker:
     """The bundled tracker, loaded once per process (the encoder load costs seconds)."""
     return AffectTracker.load()
+
+
+def valence(texts: Sequence[str]) -> list[float]:
+    """The trackers' valence of each text, in [-1, 1] (0 for a blank text): the affect head's
+    P(positive) - P(negative), with VADER's scores among its inputs."""
+    return [reading.valence for reading in default_tracker().read(texts)]

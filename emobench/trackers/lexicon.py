@@ -1,9 +1,9 @@
-"""Per-turn valence: VADER's lexicon scores, and the combined valence the trackers report.
+"""VADER's lexicon scores, one of the affect head's inputs.
 
 VADER's lexicon ships inside the `vaderSentiment` wheel, so nothing is fetched at run time.
 On its own it misreads negation and mixed messages ("I don't know how to find confidence."
-scores +0.51), so `valence` reads each text with the affect head, which takes VADER's scores
-as four of its inputs beside the MiniLM embedding (see head.py and docs/trackers.md).
+scores +0.51), so the valence the trackers report is the affect head's (affect.valence), which
+takes VADER's scores as four of its inputs beside the MiniLM embedding (docs/trackers.md).
 """
 
 from __future__ import annotations
@@ -29,11 +29,3 @@ def vader(texts: Sequence[str]) -> list[tuple[float, float, float, float]]:
         out.append((float(s["compound"]), float(s["pos"]), float(s["neg"]), float(s["neu"])))
     return out
 
-
-def valence(texts: Sequence[str]) -> list[float]:
-    """The trackers' valence of each text, in [-1, 1] (0 for a blank text): the affect head's
-    P(positive) - P(negative). Loads the encoder and the head once per process."""
-    # Deferred: the affect tracker imports this module for `vader`, and loading it costs seconds.
-    from emobench.trackers.affect import default_tracker
-
-    return [reading.valence for reading in default_tracker().read(texts)]
