@@ -18,10 +18,10 @@ from pathlib import Path
 from emobench.importers.cards import build_case
 from emobench.importers.empa import to_episode
 from emobench.importers.empa_format import read_case, read_metadata, result_folders
+from emobench.profiles import load_profile
 from emobench.registry.hashing import registry_version
 from emobench.scoring.episode_scores import score_episode
 from emobench.scoring.epmq import INDEX_NAMES
-from emobench.scoring.profile import load_profile
 
 COLUMNS = {name: f"Idx_{name.capitalize()}" for name in INDEX_NAMES} | {"rdi": "Idx_RDI"}
 

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from emobench.endpoints.binding import parse_binding
 from emobench.episode.roles import Limits
 from emobench.errors import InputError
+from emobench.profiles import DEFAULT_PROFILE, ProfileName
 from emobench.records import Sampling
-from emobench.scoring.profile import DEFAULT_PROFILE, ProfileName
 
 # Counts are bounded so that the config hash (orjson: 64-bit integers) and the clients take them.
 INT64 = 2**63

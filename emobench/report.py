@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from emobench.config import Price, RoleConfig, RunConfig, resolve_panel
 from emobench.judging.pairwise import pairwise_table, verdicts_frame
+from emobench.profiles import DEFAULT_PROFILE, load_profile
 from emobench.records import Episode, EpisodeJudgement, PairwiseVerdict
 from emobench.registry import Registry
 from emobench.rundir import RunDir, read_records
@@ -19,7 +20,6 @@ from emobench.scoring.agreement import original_judge_agreement, reliability
 from emobench.scoring.episode_scores import score_episode, scores_table
 from emobench.scoring.invalid_outputs import invalid_output_rates
 from emobench.scoring.probe import counterfactual_spread
-from emobench.scoring.profile import DEFAULT_PROFILE, load_profile
 from emobench.scoring.replay import rejudged
 from emobench.scoring.validity import run_validity
 from emobench.trackers.affect import default_tracker

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from emobench.scoring import profile as profile_module
+from emobench import profiles as profile_module
+from emobench.profiles import PROFILE_NAMES, load_profile
 from emobench.scoring.epmq import INDEX_NAMES, epmq
 from emobench.scoring.mdep import AXES, turn_vector
-from emobench.scoring.profile import PROFILE_NAMES, load_profile
 from emobench.trackers.epm import EPMEngine
 
 FIXTURE = json.loads((Path(__file__).parent / "data" / "empa_conformance.json").read_text())
@@ -67,7 +67,7 @@ def test_replay_matches_empa(case: dict[str, Any]) -> None:
 
 
 def test_profile_files_differ_by_the_two_fixes_alone() -> None:
-    folder = Path(profile_module.__file__).with_name("profiles")
+    folder = Path(profile_module.__file__).parent
     data = {name: yaml.safe_load((folder / f"{name}.yaml").read_text()) for name in PROFILE_NAMES}
     mine, theirs = data["emobench"], data["empa"]
     assert mine["engine"] == theirs["engine"]

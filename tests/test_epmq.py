@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from emobench.profiles import load_profile
 from emobench.scoring.epmq import EPMQ, EPMQ_WEIGHTS, INDEX_NAMES, epmq, zone_distance
 from emobench.scoring.mdep import AXES, turn_vector
-from emobench.scoring.profile import load_profile
 
 P0 = (-3.0, -4.0, 0.0)
 D0 = math.sqrt(13)

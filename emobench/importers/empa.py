@@ -20,13 +20,13 @@ import emobench
 from emobench.errors import InputError
 from emobench.importers.cards import PLACEHOLDERS, SPLIT, build_case, registry_for, write_cases
 from emobench.importers.empa_format import AXES, EmpaCase, EmpaTurn, read_case, read_metadata, result_folders
+from emobench.profiles import load_profile
 from emobench.records import AxisLevel, Episode, EPMPoint, JudgeVerdict, RoleInfo, Sampling, Turn, TurnJudgement, UserMove
 from emobench.registry import Case
 from emobench.registry.hashing import registry_version
 from emobench.report import finalize_run
 from emobench.rundir import RunDir
 from emobench.scoring.mdep import regression_points, turn_vector
-from emobench.scoring.profile import load_profile
 from emobench.trackers.epm import EPMEngine
 
 EMPA_REPOSITORY = "KAYA-HAI/EMPA-Benchmark-EPMSandbox"

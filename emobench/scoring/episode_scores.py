@@ -9,11 +9,11 @@ from typing import Any
 import pyarrow as pa
 
 from emobench.judging.holistic import HOLISTIC_DIMENSIONS, mean_scores
+from emobench.profiles import DEFAULT_PROFILE, load_profile
 from emobench.records import Episode, EpisodeJudgement
 from emobench.registry import Case
 from emobench.scoring.epmq import epmq
 from emobench.scoring.probe import probe_scores
-from emobench.scoring.profile import DEFAULT_PROFILE, load_profile
 from emobench.scoring.schema import SCORES_SCHEMA
 from emobench.trackers.affect import AffectReading, AffectTracker
 from emobench.trackers.epm import FAILURES

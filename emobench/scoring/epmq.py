@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from emobench.scoring.profile import ScoringProfile, load_profile
+from emobench.profiles import ScoringProfile, load_profile
 from emobench.trackers.epm import EPMEngine
 
 INDEX_NAMES = ("rdi", "etot", "snet", "rho", "sproj", "tau", "rpos", "align", "pen")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from emobench.profiles import EngineRules
 from emobench.records import Episode, EPMPoint, TurnJudgement
-from emobench.scoring.profile import EngineRules
 from emobench.trackers.epm import EPMEngine
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
-from emobench.scoring.profile import EngineRules, load_profile
+from emobench.profiles import EngineRules, load_profile
 
 Vec = tuple[float, float, float]
 Status = Literal["success", "collapse", "stagnation_regression", "oscillation"]

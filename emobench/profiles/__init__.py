@@ -1,8 +1,9 @@
 """Scoring profiles (docs/method.md §5.8): the EPM engine's stop rules and EPM-Q's index rules, as data.
 
-Each profile is a YAML file in scoring/profiles/. `empa` reproduces EMPA's published numbers;
-`emobench`, the default, is the same with our two fixes. Neither imports anything from emobench,
-so the engine (trackers) and the scorer both read them without an import circle.
+Each profile is a YAML file beside this module. `empa` reproduces EMPA's published numbers;
+`emobench`, the default, is the same with our two fixes. This package sits below the pipeline
+and imports nothing from it, so the engine (trackers), EPM-Q (scoring) and the config all read
+it without an upward import.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 ProfileName = Literal["emobench", "empa"]
 PROFILE_NAMES: Final[tuple[ProfileName, ...]] = ("emobench", "empa")
 DEFAULT_PROFILE: Final[ProfileName] = "emobench"
-_DIR: Final = Path(__file__).with_name("profiles")
+_DIR: Final = Path(__file__).parent
 
 
 class _Strict(BaseModel):
