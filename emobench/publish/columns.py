@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
 FAMILY_TITLES = {
     "overall": "Overall",
     "mechanism_stress": "Mechanism stress test",
@@ -56,3 +58,14 @@ def atomic_write(target: Path, write: Callable[[Path], Any]) -> None:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def page_environment() -> jinja2.Environment:
+    """A jinja2 environment for the publish templates: autoescaped, strict. Each page adds its filters."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("emobench.publish", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )

@@ -12,24 +12,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pyarrow as pa
 from markupsafe import Markup
 
 from emobench.publish import plots
-from emobench.publish.columns import DISPLAY_COLUMNS, FAMILIES, FAMILY_TITLES, PROFILES_NOTE, atomic_write, short_version
+from emobench.publish.columns import (
+    DISPLAY_COLUMNS,
+    FAMILIES,
+    FAMILY_TITLES,
+    PROFILES_NOTE,
+    atomic_write,
+    page_environment,
+    short_version,
+)
 from emobench.publish.provenance import read_metadata
 
 # Above this share of episodes ended by an invalid simulated user, the page warns.
 SIMULATOR_INVALID_LIMIT = 0.1
 
-_env = jinja2.Environment(
-    loader=jinja2.PackageLoader("emobench.publish", "templates"),
-    autoescape=jinja2.select_autoescape(["html", "j2"]),
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+_env = page_environment()
 
 
 def _fmt(x: Any, digits: int = 2, scale: float = 1.0) -> str:

@@ -13,22 +13,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import numpy as np
 from markupsafe import Markup
 
-from emobench.publish.columns import atomic_write, short_version
+from emobench.publish.columns import atomic_write, page_environment, short_version
 from emobench.publish.episodes import EpisodeRow, EpisodeView, RunView, flag_summary
 from emobench.publish.plots import subject_colors
 from emobench.publish.run_plots import summary_plot
 
-_env = jinja2.Environment(
-    loader=jinja2.PackageLoader("emobench.publish", "templates"),
-    autoescape=jinja2.select_autoescape(["html", "j2"]),
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+_env = page_environment()
 _env.filters["fmt"] = lambda x, digits=1: "–" if x is None else f"{float(x):.{digits}f}"
 _env.filters["short"] = short_version
 _env.filters["flags"] = flag_summary
