@@ -215,3 +215,20 @@ def test_a_panel_that_matches_the_humans_has_alpha_one(scores: list[int]) -> Non
     out = human_agreement(panel, human)["coherence"]
     assert out["alpha_panel_vs_human"] == pytest.approx(1.0)
     assert out["spearman"] == pytest.approx(1.0)
+
+
+def test_judge_tracker_reads_only_what_scoring_did_not_store(favoured: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    episodes = RunDir(favoured).read_episodes()[:2]
+    position = {t.user.message: float(t.index - 1) ** 2 for e in episodes for t in e.turns}
+    read: list[str] = []
+
+    def fake_valence(texts: list[str]) -> list[float]:
+        read.extend(texts)
+        return [position.get(x, 0.0) for x in texts]
+
+    monkeypatch.setattr(validity, "valence", fake_valence)
+    fresh = judge_tracker(episodes)
+    paths = {e.key: [position[t.user.message] for t in e.turns] for e in episodes}
+    read.clear()
+    assert judge_tracker(episodes, paths) == fresh
+    assert read == [e.last_user.message for e in episodes if e.last_user]

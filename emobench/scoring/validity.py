@@ -100,14 +100,25 @@ def retest_agreement(scores: pd.DataFrame, metric: str = "epmq") -> dict[str, An
     return {**out, **result}
 
 
-def judge_tracker(episodes: Sequence[Episode]) -> dict[str, Any]:
+def judge_tracker(episodes: Sequence[Episode], paths: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
     """Per turn: the panel's affective progress (median A progress minus A regression) against
-    the change of the user's valence from the message the reply answered to the next one."""
+    the change of the user's valence from the message the reply answered to the next one.
+
+    paths: per episode key, the valence of its turns' user messages as scoring stored them
+    (scores' valence_path); only the messages not covered there are read again."""
+    paths = paths or {}
+    texts: list[str] = []
+    for episode in episodes:
+        if episode.key not in paths:
+            texts += [t.user.message for t in episode.turns]
+        texts += [episode.last_user.message] if episode.last_user else []
+    read = iter(valence(texts))  # one batched read for the whole run
     judged: list[float] = []
     change: list[float] = []
     for episode in episodes:
-        messages = [t.user.message for t in episode.turns] + ([episode.last_user.message] if episode.last_user else [])
-        scores = valence(messages)
+        stored = paths.get(episode.key)
+        scores = list(stored) if stored is not None else [next(read) for _ in episode.turns]
+        scores += [next(read)] if episode.last_user else []
         for i, turn in enumerate(episode.turns):
             if i + 1 >= len(scores) or not turn.judgement.valid or "A" not in turn.judgement.progress:
                 continue
@@ -115,6 +126,14 @@ def judge_tracker(episodes: Sequence[Episode]) -> dict[str, Any]:
             change.append(scores[i + 1] - scores[i])
     rho, p = spearman(judged, change)
     return {"rho": _num(rho), "p": _num(p), "n_turns": len(judged), "tracker": "affect valence (head + VADER)"}
+
+
+def _stored_paths(scores: pd.DataFrame) -> dict[str, Sequence[float]]:
+    """Episode key -> the valence path scoring stored, where the frame carries one."""
+    if "valence_path" not in scores:
+        return {}
+    rows = scores[["subject", "case_id", "seed", "valence_path"]].dropna()
+    return {f"{r.subject}|{r.case_id}|{r.seed}": r.valence_path for r in rows.itertuples()}
 
 
 def human_agreement(
@@ -159,5 +178,5 @@ def run_validity(
         "reference_subjects": references,
         "known_groups": known_groups(scores, references, n_boot=n_boot, seed=seed),
         "test_retest": retest_agreement(scores),
-        "judge_tracker": judge_tracker(episodes),
+        "judge_tracker": judge_tracker(episodes, _stored_paths(scores)),
     }
