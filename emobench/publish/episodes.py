@@ -240,9 +240,9 @@ def _scores(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
 
 
 def _row(ep: Episode, score: dict[str, Any], judgement: EpisodeJudgement | None) -> EpisodeRow:
-    success = score.get("success")
-    if success is None and ep.status is not None:
-        success = ep.status == "success"
+    # Scoring decides success (null for an episode with no valid judgement); the episode's own
+    # status stands in only for a run that was never scored.
+    success = score["success"] if "success" in score else (ep.status == "success" if ep.status else None)
     return EpisodeRow(
         key=ep.key,
         subject=ep.subject,
