@@ -83,16 +83,17 @@ async def plain_load(url: str, model: str, shapes: list[tuple[int, int]], concur
 
 async def run(args: argparse.Namespace, tmp: Path) -> None:
     from emobench.config import validate_config
-    from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model
+    from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model, served_dtype
     from emobench.endpoints.vllm_server import launch_server, stop_server, wait_healthy
     from emobench.records import EpisodeJudgement
     from emobench.rundir import RunDir, read_records
     from emobench.runner import run_benchmark
 
-    model = prepare_embedded_model()
+    dtype = served_dtype()
+    model = prepare_embedded_model(dtype)
     log = Path(args.log)
     t0 = time.perf_counter()
-    proc, base = launch_server(str(model), SERVED_NAME, log)
+    proc, base = launch_server(str(model), SERVED_NAME, log, ("--dtype", dtype))
     try:
         await wait_healthy(proc, base, log, 900)
         print(f"vLLM server up in {time.perf_counter() - t0:.0f} s ({base}, log {log})", flush=True)

@@ -45,6 +45,8 @@ class RoleConfig(_Config):
     # The variable's name; its value is never stored. Unset: OPENAI_API_KEY when it is set.
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     price: Price | None = None  # for the cost line of the accounting
+    # Appended to the vLLM server command of a ``vllm:`` binding, e.g. ["--tensor-parallel-size", "2"].
+    server_args: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
     @property
     def name(self) -> str:

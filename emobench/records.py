@@ -111,6 +111,7 @@ class RoleInfo(Record):
     endpoint: str
     sampling: Sampling
     structured_output: str = "portable"  # which form structured requests take (endpoints/structured.py)
+    served_dtype: str | None = None  # a vllm: server's weights dtype, where emobench chose or was told it
 
 
 class Episode(Record):

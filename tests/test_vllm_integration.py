@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from emobench.cli import app
 from emobench.config import validate_config
-from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model
+from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model, served_dtype
 from emobench.endpoints.vllm_server import launch_server, stop_server, wait_healthy
 from emobench.registry import load_registry
 from emobench.report import finalize_run
@@ -30,14 +30,22 @@ pytestmark = pytest.mark.vllm
 
 @pytest.fixture(scope="module")
 def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    model = prepare_embedded_model()
+    dtype = served_dtype()
+    model = prepare_embedded_model(dtype)
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    proc, base = launch_server(str(model), SERVED_NAME, log)
+    proc, base = launch_server(str(model), SERVED_NAME, log, ("--dtype", dtype))
     try:
         asyncio.run(wait_healthy(proc, base, log, 900))
         yield f"{base}/v1"
     finally:
         stop_server(proc)
+
+
+def test_embedded_model_converted_in_the_dtype_it_is_served_in() -> None:
+    # vLLM's "auto" would read this; emobench also passes --dtype, and the two must agree.
+    dtype = served_dtype()
+    config = json.loads((prepare_embedded_model(dtype) / "config.json").read_text())
+    assert config.get("dtype", config.get("torch_dtype")) == dtype
 
 
 def _config(url: str, **extra: object) -> dict[str, object]:

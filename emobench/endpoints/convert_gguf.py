@@ -1,6 +1,6 @@
 """Child-process entry point: convert a GGUF file into an HF folder vLLM can load.
 
-Usage: python -m emobench.endpoints.convert_gguf GGUF_FILE OUT_DIR
+Usage: python -m emobench.endpoints.convert_gguf GGUF_FILE OUT_DIR DTYPE   (float32 or bfloat16)
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import tempfile
 from pathlib import Path
 
 
-def convert(gguf: Path, out: Path) -> None:
+def convert(gguf: Path, out: Path, dtype: str) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    # vLLM serves it in bfloat16 anyway; saving in it halves the folder and the load.
-    model = model.to(torch.bfloat16)  # type: ignore[arg-type]  # the stubs type .to() as taking a model
+    # Saved in the dtype vLLM will serve, so the config's torch_dtype matches and nothing is cast on load.
+    model = model.to(getattr(torch, dtype))
     # The weights are de-quantised on load; drop the GGUF quantizer so they save as plain safetensors.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
@@ -36,4 +36,4 @@ def convert(gguf: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    convert(Path(sys.argv[1]), Path(sys.argv[2]))
+    convert(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])

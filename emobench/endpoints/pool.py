@@ -17,7 +17,7 @@ from emobench.config import RoleConfig
 from emobench.endpoints.binding import EMBEDDED, Binding, parse_binding
 from emobench.endpoints.cache import CachedEndpoint, ResponseCache
 from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient, RetryPolicy, SharedSessions
-from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model
+from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model, served_dtype
 from emobench.endpoints.litellm_client import LiteLLMClient
 from emobench.endpoints.scripted import ENDPOINT, ScriptedClient
 from emobench.endpoints.structured import VLLM_BOUNDED_SERVER_ARGS, BoundedEndpoint, StructuredForm
@@ -40,19 +40,28 @@ class EndpointPool:
         self._on_fault = on_fault  # (endpoint, kind) of every transient fault, as it happens
         self._log_dir = log_dir
         self._cache = cache
-        self._servers: dict[str, tuple[str, str]] = {}  # vllm model -> (base_url, served name)
+        # (vllm model, server args) -> (base_url, served name, dtype or None when vLLM chooses)
+        self._servers: dict[tuple[str, tuple[str, ...]], tuple[str, str, str | None]] = {}
         self._clients: list[ChatEndpoint] = []
         self._sessions = SharedSessions()
         stack.push_async_callback(self._sessions.aclose)  # after every client is closed
 
-    async def _vllm(self, model: str) -> tuple[str, str]:
-        if model not in self._servers:
-            path, served = (str(prepare_embedded_model()), SERVED_NAME) if model == EMBEDDED else (model, model)
-            slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", served)
+    async def _vllm(self, model: str, server_args: tuple[str, ...]) -> tuple[str, str, str | None]:
+        key = (model, server_args)
+        if key not in self._servers:
+            dtype = _dtype_arg(server_args)
+            path, served, extra = model, model, tuple[str, ...]()
+            if model == EMBEDDED:
+                if dtype is None:  # the dtype this machine serves fastest
+                    dtype = served_dtype()
+                    extra = ("--dtype", dtype)
+                path, served = str(prepare_embedded_model(dtype)), SERVED_NAME
+            slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", served) + (f"-{len(self._servers)}" if self._servers else "")
             log = self._log_dir / f"vllm-{slug}.log"
-            base = await self._stack.enter_async_context(vllm_server(path, served, log, extra_args=VLLM_BOUNDED_SERVER_ARGS))
-            self._servers[model] = (base, served)
-        return self._servers[model]
+            args = (*VLLM_BOUNDED_SERVER_ARGS, *extra, *server_args)
+            base = await self._stack.enter_async_context(vllm_server(path, served, log, extra_args=args))
+            self._servers[key] = (base, served, dtype)
+        return self._servers[key]
 
     def _client(self, identity: str, make: Callable[[], ChatEndpoint]) -> ChatEndpoint:
         client = make()
@@ -69,15 +78,18 @@ class EndpointPool:
         cap, timeout, key_env = role.max_concurrency, role.timeout_s, role.api_key_env
         retry = RetryPolicy(attempts=role.retries + 1)
         form: StructuredForm = "portable"
+        dtype: str | None = None
         if binding.kind == "scripted":
             # In-process and free: no server, and no cache (answering costs less than a lookup).
             client: ChatEndpoint = ScriptedClient(binding.model)
             self._clients.append(client)
             endpoint = ENDPOINT
         elif binding.kind == "vllm":
-            base, served = await self._vllm(binding.model)
+            base, served, dtype = await self._vllm(binding.model, tuple(role.server_args))
+            # Answers of two dtypes (or two server settings) never share cache entries.
+            identity = " ".join((binding.spec, *(("--dtype", dtype) if dtype else ()), *role.server_args))
             client = self._client(
-                binding.spec,
+                identity,
                 lambda: OpenAICompatClient(
                     base, served, max_concurrency=cap, timeout_s=timeout, retry=retry, sessions=self._sessions
                 ),
@@ -114,11 +126,26 @@ class EndpointPool:
             )
             endpoint = binding.spec
         return client, RoleInfo(
-            label=role.name, model=client.model, endpoint=endpoint, sampling=role.sampling, structured_output=form
+            label=role.name,
+            model=client.model,
+            endpoint=endpoint,
+            sampling=role.sampling,
+            structured_output=form,
+            served_dtype=dtype,
         )
 
     def clients(self) -> list[ChatEndpoint]:
         return list(self._clients)
+
+
+def _dtype_arg(server_args: tuple[str, ...]) -> str | None:
+    """The value of ``--dtype`` in a role's server arguments (``--dtype X`` or ``--dtype=X``)."""
+    for i, arg in enumerate(server_args):
+        if arg == "--dtype" and i + 1 < len(server_args):
+            return server_args[i + 1]
+        if arg.startswith("--dtype="):
+            return arg.partition("=")[2]
+    return None
 
 
 def require_keys(roles: list[tuple[str, RoleConfig]], source: str | Path) -> None:

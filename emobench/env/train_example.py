@@ -34,7 +34,7 @@ def train(config_path: Path, out: Path, steps: int, generations: int, max_new_to
     config, rewards = load_training_config(config_path)
     env_thread = EnvThread(open_host(config, rewards, log_dir=out / "logs"))
     try:
-        folder = prepare_embedded_model()
+        folder = prepare_embedded_model("float32")
         tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left")
         tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
         model = AutoModelForCausalLM.from_pretrained(folder, dtype="float32")
