@@ -4,7 +4,9 @@ because vLLM's CPU build is large and slow to install twice."""
 from __future__ import annotations
 
 import os
+import platform
 import shutil
+import time
 
 import nox
 
@@ -18,6 +20,24 @@ def _env(session: nox.Session) -> None:
     session.env.update(
         {"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": f"{os.path.abspath(BIN)}:{os.environ['PATH']}"}
     )
+
+
+def _cpu() -> str:
+    """The processor's name and its SIMD level, as the README states the demo's time."""
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8", errors="replace"):
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                name = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    simd = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    bf16 = "native bf16" if flags & {"avx512_bf16", "amx_bf16"} else "no native bf16"
+    return f"{name}, {os.cpu_count()} cores, {simd}, {bf16}"
 
 
 def _chromium(session: nox.Session) -> None:
@@ -44,7 +64,10 @@ def tests(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """A small benchmark on the embedded model, served by a real vLLM server (offline, CPU)."""
     _env(session)
+    start = time.monotonic()
     session.run(f"{BIN}/emobench", "run", *session.posargs, external=True)
+    minutes, seconds = divmod(round(time.monotonic() - start), 60)
+    session.log(f"demo wall time: {minutes} min {seconds:02d} s on {_cpu()}")
 
 
 @nox.session(venv_backend="none")

@@ -110,6 +110,7 @@ def test_emobench_run_launches_and_stops_its_own_vllm_server(tmp_path: Path) -> 
     manifest = rd.read_manifest()
     endpoint = manifest["roles"]["subjects"][0]["endpoint"]
     assert endpoint.startswith("vllm:embedded (http://127.0.0.1:")
+    assert manifest["roles"]["subjects"][0]["served_dtype"] == served_dtype()
     port = urlparse(endpoint.split("(")[1].rstrip(")")).port
     with socket.socket() as sock:  # the server is gone: nothing listens on its port
         assert sock.connect_ex(("127.0.0.1", port)) != 0
