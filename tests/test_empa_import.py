@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -126,7 +127,16 @@ def test_import_then_leaderboard_then_judge_panel(fake: FakeOpenAIServer, tmp_pa
     assert quirks["lost_judgements"] == 1
     assert quirks["mistyped_level_keys"] == 1 and quirks["mistyped_nonzero_levels_read_as_0"] == 1
     scores = pd.read_parquet(run / "scores.parquet").set_index(["subject", "case_id"])
-    assert (scores["scoring_profile"] == "empa").all() and (scores["epmq"] == scores["epmq_empa"]).all()
+    assert (scores["scoring_profile"] == "empa").all()
+    # model-b's script_002 by hand under EMPA's definitions (docs/method.md §5.4): 11 turns of
+    # v = (-4, -5, -5), then a lost turn scored as v = 0, so T = 12. Outcome 0 (E and S_net below
+    # 0, RDI clamped at 0); Efficiency (Rho 0 + Sproj 0 + Tau 100) / 3, the path being straight
+    # (EMPA's Tau; the emobench profile would give 0); Stability (Rpos 0 + Align + Pen 0) / 3,
+    # Pen 0 as 66 regression levels / 13 > 3. u = (0.6079, 0.6437, 0.4649) from P0 (-17, -18, -13);
+    # each regression turn has cos = -(4*0.6079 + 5*0.6437 + 5*0.4649) / sqrt(66) = -0.9816.
+    align = 100 * (11 * -0.9816 / 13 + 1) / 2
+    by_hand = 0.4 * 0 + 0.2 * 100 / 3 + 0.4 * align / 3
+    assert scores.loc[("model-b", "empa-script-002"), ["epmq", "epmq_empa"]].tolist() == pytest.approx([by_hand] * 2, abs=1e-4)
     assert scores.loc[("model-a", "empa-script-001"), "success"]
     assert scores.loc[("model-a", "empa-script-001"), "epmq"] > 100  # the empa profile does not cap
     episodes = {e.key: e for e in RunDir(run).read_episodes()}

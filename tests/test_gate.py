@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -76,7 +77,8 @@ def test_gate_result_numbers(runs: dict[str, Path]) -> None:
     assert abs(r.diff.mean - (-4.0)) < 3 * (r.diff.hi - r.diff.lo) / 4
     assert r.needed_cases is not None and r.needed_cases > 80
     success = run_gate(runs["base"], runs["worse"], metrics=["success"], n_boot=500).results[0]
-    assert -1 <= success.diff.mean <= 1
+    rate = {k: pd.read_parquet(runs[k] / "scores.parquet").groupby("case_id")["success"].mean() for k in ("base", "worse")}
+    assert success.diff.n == 80 and success.diff.mean == pytest.approx((rate["worse"] - rate["base"]).mean(), abs=1e-12)
 
 
 def test_identical_subjects_false_alarm_rate() -> None:

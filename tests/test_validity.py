@@ -4,13 +4,13 @@ test-retest, judge-tracker and judge-human maths against hand-computed values, t
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+import scipy.stats
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,7 +24,7 @@ from emobench.scoring import validity
 from emobench.scoring.validity import human_agreement, judge_tracker, known_groups, retest_agreement
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
-from tests.test_html import CHROMIUM
+from tests.test_html import chromium  # noqa: F401  (the fixture: skips, or fails under EMOBENCH_REQUIRE_CHROMIUM)
 
 REAL_REPLY = "What part of it weighs on you most?"  # the fake subject's reply (default_responder)
 REFERENCES = ["scripted:echo", "scripted:dismissive"]
@@ -109,15 +109,25 @@ def test_retest_ranks_agree_or_reverse() -> None:
 def test_judge_tracker_pairs_each_judged_turn_with_the_next_valence_change(
     favoured: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    episodes = RunDir(favoured).read_episodes()[:2]
-    # Valence by message: each user message's position in its episode (0, 1, 2, ...), squared.
+    episodes = RunDir(favoured).read_episodes()
+    # The fake panel stops the real subject by success after 6 and 8 turns, each reference by
+    # collapse after 5; no episode ends on a user who leaves.
+    shapes = sorted((e.subject, e.case_id, len(e.turns), e.last_user is None) for e in episodes)
+    assert shapes == [("scripted:dismissive", "demo-01", 5, True), ("scripted:dismissive", "demo-02", 5, True),
+                      ("scripted:echo", "demo-01", 5, True), ("scripted:echo", "demo-02", 5, True),
+                      ("subject-a", "demo-01", 6, True), ("subject-a", "demo-02", 8, True)]
+    # Valence of turn k's user message: (k - 1) ** 2, so the change from turn k to k + 1 is 2k - 1.
     position = {t.user.message: float(t.index - 1) ** 2 for e in episodes for t in e.turns}
-    monkeypatch.setattr(validity, "valence", lambda texts: [position.get(x, 0.0) for x in texts])
+    monkeypatch.setattr(validity, "valence", lambda texts: [position[x] for x in texts])
     out = judge_tracker(episodes)
-    n_pairs = sum(len(e.turns) - 1 + (e.last_user is not None) for e in episodes)
-    assert out["n_turns"] == n_pairs
-    # Every turn of the favoured real subject got the same A level: no variation, no rho.
-    assert out["rho"] is None or -1.0 <= out["rho"] <= 1.0
+    # By hand: each reference turn but the last is judged A = 0 - 2 = -2, each real turn 2 - 0 = +2;
+    # the last turn of an episode has no next message, so it pairs with nothing.
+    judged = [-2] * 4 * 4 + [2] * (5 + 7)
+    change = [1, 3, 5, 7] * 4 + [1, 3, 5, 7, 9] + [1, 3, 5, 7, 9, 11, 13]
+    expected = scipy.stats.spearmanr(judged, change)
+    assert out["n_turns"] == 28
+    assert out["rho"] == pytest.approx(expected.statistic, abs=1e-4)
+    assert out["p"] == pytest.approx(expected.pvalue, abs=1e-4)
 
 
 def test_human_agreement_against_hand_computed_values() -> None:
@@ -139,8 +149,23 @@ def test_human_agreement_against_hand_computed_values() -> None:
     assert missing["n"] == 0 and missing["spearman"] is None
 
 
+# A panel's empathy score per conversation of the shipped sample, keyed by a phrase of its first reply.
+PANEL_EMPATHY = {"2am after a shift": 7, "In Portugal, changes": 5, "Oh my goodness": 2, "Kids say stuff like": 1,
+                 "Six weeks is about usual": 9, "Waiting times vary": 3, "takes a slow breath": 4, "Around six weeks": 6}
+HUMAN_EMPATHY = [9, 3, 3, 1, 8, 2, 2, 5]  # author-1's empathy for h01..h08 (validity/human_sample.jsonl)
+
+
+def _holistic_by_conversation(body: dict[str, Any]) -> str:
+    if body["response_format"]["json_schema"]["name"] != "holistic_verdict":
+        return default_responder(body)
+    text = body["messages"][-1]["content"]
+    score = next(v for phrase, v in PANEL_EMPATHY.items() if phrase in text)
+    return json.dumps({d: {"score": score, "evidence": "x", "reason": "y"}
+                       for d in ("empathy", "humanlikeness", "persona_adaptation", "coherence")})
+
+
 def test_validate_cli_with_the_shipped_human_sample(favoured: Path, tmp_path: Path) -> None:
-    with FakeOpenAIServer(FakeState()) as fake:
+    with FakeOpenAIServer(FakeState(responder=_holistic_by_conversation)) as fake:
         # The run's panel points at a server that is gone; point a copy at this one.
         copy = tmp_path / "run"
         subprocess.run(["cp", "-r", str(favoured), str(copy)], check=True)
@@ -159,7 +184,8 @@ def test_validate_cli_with_the_shipped_human_sample(favoured: Path, tmp_path: Pa
     assert len(holistic) == 8  # one judge x the sample's 8 conversations
     empathy = report["human"]["dimensions"]["empathy"]
     assert empathy["n"] == 8 and empathy["n_raters"] == 1 and empathy["alpha_between_humans"] is None
-    assert empathy["spearman"] is None or -1 <= empathy["spearman"] <= 1
+    expected = scipy.stats.spearmanr(list(PANEL_EMPATHY.values()), HUMAN_EMPATHY).statistic
+    assert empathy["spearman"] == pytest.approx(expected, abs=1e-4)
 
 
 def test_validate_names_the_bad_line_of_a_human_file(favoured: Path, tmp_path: Path) -> None:
@@ -174,21 +200,33 @@ def test_validate_names_the_bad_line_of_a_human_file(favoured: Path, tmp_path: P
     assert "Traceback" not in result.output
 
 
+def _validity_section(html: str) -> str:
+    section = html[html.index('id="validity"'):]
+    return section[: section.index("</section>")]
+
+
+def _check_validity_section(section: str) -> None:
+    # 1 real subject x 2 references x (EPM-Q, success): a header row and 4 rows, each "above".
+    assert section.count("<tr>") == 1 + 4
+    assert section.count(">above</td>") == 4 and "not separated" not in section
+    assert section.count(">scripted:dismissive</td>") == 2 and section.count(">scripted:echo</td>") == 2
+
+
 def test_the_page_shows_the_validity_section(favoured: Path, tmp_path: Path) -> None:
     write_page(build_leaderboard([favoured], n_boot=200), tmp_path)
     html = (tmp_path / "index.html").read_text()
     assert 'id="validity"' in html and "Known groups: PASS" in html
     assert html.index('id="validity"') < html.index('id="table-mechanism_stress"')  # beside the scores
-    if not CHROMIUM.exists():
-        pytest.skip("chromium absent")
+    _check_validity_section(_validity_section(html))
+
+
+def test_chromium_renders_the_validity_section(favoured: Path, tmp_path: Path, chromium: Path) -> None:  # noqa: F811
+    write_page(build_leaderboard([favoured], n_boot=200), tmp_path)
     dom = subprocess.run(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'p'}",
+        [str(chromium), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'p'}",
          "--dump-dom", (tmp_path / "index.html").as_uri()], capture_output=True, text=True, timeout=120, check=True,
     ).stdout
-    section = dom[dom.index('id="validity"'):]
-    section = section[: section.index("</section>")]
-    assert "scripted:dismissive" in section and section.count("above") >= 4
-    assert not math.isnan(float(section.count("<tr>")))
+    _check_validity_section(_validity_section(dom))
 
 
 @settings(max_examples=30, deadline=None)
