@@ -13,6 +13,7 @@ from rich.console import Console
 
 from emobench.cli_support import Interruption, OneLineUsage, against_flags, one_line_errors
 from emobench.errors import InputError
+from emobench.gate import cli as gate_cli
 from emobench.importers import cli as import_cli
 from emobench.judging import calibrate_cli
 from emobench.publish import cli as publish_cli
@@ -28,7 +29,7 @@ app = typer.Typer(
 app.add_typer(registry_cli.app, name="scenarios")
 app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
 app.add_typer(import_cli.app, name="import")
-app.command("gate")(publish_cli.gate)
+app.command("gate")(gate_cli.gate)
 app.command("calibrate")(calibrate_cli.calibrate)
 app.command("show")(viewer_cli.show)
 app.command("report")(viewer_cli.report)

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emobench.publish.gate import is_regression, run_gate
+from emobench.gate.compare import is_regression, run_gate
 from emobench.scoring.stats import bootstrap_case_means
 from tests.synthetic_runs import SubjectTruth, write_run
 

@@ -11,8 +11,9 @@ import typer
 from typer.testing import CliRunner
 
 from emobench.errors import InputError
+from emobench.gate import cli as gate_cli
+from emobench.gate.compare import is_regression, run_gate
 from emobench.publish import cli as publish_cli
-from emobench.publish.gate import is_regression, run_gate
 from emobench.scoring.stats import bootstrap_case_means
 from tests.synthetic_runs import SubjectTruth, write_run
 
@@ -24,7 +25,7 @@ WORSE = SubjectTruth("ckpt-300", epmq=56, success=0.4)  # lower per-case means b
 def _app() -> typer.Typer:
     app = typer.Typer()
     app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
-    app.command("gate")(publish_cli.gate)
+    app.command("gate")(gate_cli.gate)
     return app
 
 

@@ -12,9 +12,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from emobench.gate import cli as gate_cli
+from emobench.gate.compare import run_gate
 from emobench.publish import cli as publish_cli
 from emobench.publish.case_scores import CASES_SCHEMA, read_cases
-from emobench.publish.gate import run_gate
 from tests.synthetic_runs import SubjectTruth, write_run
 
 BASE = SubjectTruth("ckpt-100", epmq=60, success=0.5)
@@ -27,7 +28,7 @@ FRAGILE = SubjectTruth("ckpt-300", epmq=60, success=0.5, fragility=8)
 def _app() -> typer.Typer:
     app = typer.Typer()
     app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
-    app.command("gate")(publish_cli.gate)
+    app.command("gate")(gate_cli.gate)
     return app
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from emobench.config import load_config_data, validate_config
-from emobench.publish.baseline import load_side
+from emobench.gate.baseline import load_side
 from emobench.registry import load_registry
 from emobench.runner import ROOT, load_prompts, manifest
 from tests.fake_openai import WORSE_MODEL, FakeOpenAIServer, FakeState, scripted_responder

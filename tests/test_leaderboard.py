@@ -20,6 +20,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from emobench.errors import InputError
+from emobench.gate import cli as gate_cli
 from emobench.publish import cli as publish_cli
 from emobench.publish.columns import FAMILIES
 from emobench.publish.leaderboard import (
@@ -41,7 +42,7 @@ def _app() -> typer.Typer:
     """The mounts the lead adds to emobench/cli.py."""
     app = typer.Typer()
     app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
-    app.command("gate")(publish_cli.gate)
+    app.command("gate")(gate_cli.gate)
     return app
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emobench.publish.gate import is_regression
+from emobench.gate.compare import is_regression
 from emobench.scoring.stats import (
     bootstrap_case_means,
     cases_needed,

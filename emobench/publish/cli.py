@@ -1,4 +1,4 @@
-"""CLI for publishing: `emobench leaderboard build|show` and `emobench gate`.
+"""CLI for publishing: `emobench leaderboard build|show` (the gate's: emobench.gate.cli).
 
 Thin: parse, call, print. An EmobenchError prints its one line to stderr and exits 2.
 """
@@ -70,57 +70,3 @@ def show(
     with one_line_errors():
         render_table(read_leaderboard(directory), Console(), slice_family=family)
 
-
-def gate(
-    baseline: Annotated[
-        Path, typer.Option(help="Baseline: a run directory, or a published bundle (cases.parquet).")
-    ],
-    candidate: Annotated[Path, typer.Option(help="Candidate run directory.")],
-    metric: Annotated[
-        list[str] | None,
-        typer.Option(help="Score to gate (higher is better); repeat for several. Default: epmq."),
-    ] = None,
-    slice_: Annotated[
-        list[str] | None,
-        typer.Option("--slice", help="Also gate a slice, e.g. persona_resilience=defensive; repeatable."),
-    ] = None,
-    tolerance: Annotated[
-        list[str] | None,
-        typer.Option(help="Largest regression that still passes: X, or METRIC=X; repeatable."),
-    ] = None,
-    detect: Annotated[
-        list[str] | None,
-        typer.Option(help="Size a study for this difference: X, or METRIC=X (default: the tolerance)."),
-    ] = None,
-    summary: Annotated[
-        Path | None, typer.Option(help="Write the markdown summary here, e.g. a CI job summary.")
-    ] = None,
-    baseline_subject: Annotated[
-        str | None, typer.Option(help="Subject in the baseline, if it has several.")
-    ] = None,
-    candidate_subject: Annotated[
-        str | None, typer.Option(help="Subject in the candidate run, if it has several.")
-    ] = None,
-    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 10_000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
-) -> None:
-    """Regression gate: exit 0 pass, 1 significant regression beyond tolerance, 2 bad input."""
-    from emobench.publish.gate import GATE_METRICS, per_metric, run_gate
-    from emobench.publish.gate_summary import summary_markdown
-
-    metrics = metric or ["epmq"]
-    with one_line_errors():
-        known = [m for m in metrics if m in GATE_METRICS]
-        report = run_gate(
-            baseline, candidate, metrics=metrics, slices=["overall", *(slice_ or [])],
-            tolerance=per_metric(tolerance or [], known, "tolerance"),
-            detect=per_metric(detect or [], known, "detect"),
-            baseline_subject=baseline_subject, candidate_subject=candidate_subject,
-            n_boot=n_boot, seed=seed,
-        )
-    text = summary_markdown(report)
-    print(text, end="")
-    if summary is not None:
-        with one_line_errors():
-            summary.write_text(text, encoding="utf-8")
-    raise typer.Exit(report.exit_code)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from emobench.publish.gate import ALPHA, POWER, GateReport, GateResult
+from emobench.gate.compare import ALPHA, POWER, GateReport, GateResult
 
 
-def _public(label: str) -> str:
+def public_label(label: str) -> str:
     """A subject label without the host of an `openai:MODEL@URL` binding: CI endpoints are secrets."""
     kind, _, rest = label.partition(":")
     return f"{kind}:{rest.rpartition('@')[0]}" if kind == "openai" and "@" in rest else label
@@ -40,8 +40,8 @@ def summary_markdown(report: GateReport) -> str:
     lines = [
         f"## emobench gate: **{verdict}** ({checks}; {metrics})",
         "",
-        f"- Baseline: `{_public(first.baseline.subject)}` from `{first.baseline.source}`.",
-        f"- Candidate: `{_public(first.candidate.subject)}` from `{first.candidate.source}`.",
+        f"- Baseline: `{public_label(first.baseline.subject)}` from `{first.baseline.source}`.",
+        f"- Candidate: `{public_label(first.candidate.subject)}` from `{first.candidate.source}`.",
         "",
         "| slice | metric | baseline | candidate | difference [95% CI] | MDD | paired cases "
         "| cases needed | verdict |",

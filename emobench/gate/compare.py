@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from emobench.errors import InputError
-from emobench.publish.baseline import GateSide, check_comparable, load_side
+from emobench.gate.baseline import GateSide, check_comparable, load_side
 from emobench.publish.case_scores import CASE_METRICS
 from emobench.publish.columns import CHALLENGING, DEFENSIVE
 from emobench.publish.runs import SLICE_LEVELS
