@@ -6,12 +6,28 @@ Thin: parse, call, print. An EmobenchError prints its one line to stderr and exi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console
 
 from emobench.cli_support import one_line_errors
+from emobench.publish.columns import FAMILIES
+from emobench.publish.gate import _TWO_WAY, GATE_METRICS
+from emobench.publish.runs import SLICE_LEVELS
+from emobench.registry.models import AXES, CATEGORIES
+
+if TYPE_CHECKING:
+    Family = str
+else:
+    Family = Literal[FAMILIES]  # typer lists and checks the choices
+
+# Every slice the gate reads (gate.slice_mask), spelled out for --help.
+SLICE_FORMS = "; ".join([
+    "overall", f"category={'|'.join(CATEGORIES)}",
+    *(f"{family}={'|'.join(levels)}" for family, levels in SLICE_LEVELS.items()),
+    *(f"{family}=[{'|'.join(AXES)}/]{'|'.join(modes)}" for family, (_, _, modes) in _TWO_WAY.items()),
+])
 
 leaderboard_app = typer.Typer(
     help="Build and show the leaderboard.", no_args_is_help=True, add_completion=False
@@ -58,10 +74,7 @@ def show(
     directory: Annotated[
         Path, typer.Argument(help="Directory holding leaderboard.parquet (or the file).")
     ] = Path("leaderboard"),
-    family: Annotated[
-        str,
-        typer.Option(help="overall, mechanism_stress, persona_resilience or category."),
-    ] = "overall",
+    family: Annotated[Family, typer.Option(help="Slice family to show.")] = "overall",
 ) -> None:
     """Print the leaderboard in the terminal."""
     from emobench.publish.leaderboard import read_leaderboard
@@ -77,12 +90,13 @@ def gate(
     ],
     candidate: Annotated[Path, typer.Option(help="Candidate run directory.")],
     metric: Annotated[
-        list[str] | None,
-        typer.Option(help="Score to gate (higher is better); repeat for several. Default: epmq."),
+        list[str] | None,  # typer takes no list of choices: run_gate checks the names
+        typer.Option(help=f"Score to gate (higher is better); repeat for several. One of: {', '.join(GATE_METRICS)}. "
+                     "Default: epmq."),
     ] = None,
     slice_: Annotated[
         list[str] | None,
-        typer.Option("--slice", help="Also gate a slice, e.g. persona_resilience=defensive; repeatable."),
+        typer.Option("--slice", help=f"Also gate a slice; repeatable. One of: {SLICE_FORMS}."),
     ] = None,
     tolerance: Annotated[
         list[str] | None,
