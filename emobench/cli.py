@@ -280,11 +280,13 @@ def run(
 
     def plan() -> None:
         from emobench.dry_run import estimate, print_estimate
+        from emobench.rundir import RunDir
         from emobench.runner import ROOT
 
         cfg, flags = load_config()
+        done = frozenset(RunDir(resume).done_keys()) if resume else frozenset()
         with against_flags(flags):
-            print_estimate(estimate(cfg, ROOT, shard=_parse_shard(shard)), console())
+            print_estimate(estimate(cfg, ROOT, shard=_parse_shard(shard), done=done), console())
 
     with one_line_errors() as interruption:
         plan() if dry_run else go(interruption)
