@@ -186,6 +186,10 @@ def price_per_token(role: RoleConfig) -> tuple[tuple[float, float] | None, str]:
     return None, "none"
 
 
+def _usd(amount: float) -> str:
+    return f"{amount:,.2f}" if amount >= 10 else f"{amount:.4f}"  # cents hide a small run's cost
+
+
 def print_estimate(est: Estimate, console: Console) -> None:
     cfg = est.config
     console.print(
@@ -206,11 +210,11 @@ def print_estimate(est: Estimate, console: Console) -> None:
         if cost is None and load.calls:
             unpriced.append(load.config.name)
         table.add_row(load.role, load.config.name, f"{load.calls:,}", f"{load.input_tokens:,}",
-                      f"{load.output_tokens:,}", "–" if cost is None else f"{cost:,.2f}", source)
+                      f"{load.output_tokens:,}", "–" if cost is None else _usd(cost), source)
     calls = sum(load.calls for load in est.roles)
     table.add_section()
     table.add_row("total", "", f"{calls:,}", f"{sum(r.input_tokens for r in est.roles):,}",
-                  f"{sum(r.output_tokens for r in est.roles):,}", f"{total:,.2f}" + ("+" if unpriced else ""), "")
+                  f"{sum(r.output_tokens for r in est.roles):,}", _usd(total) + ("+" if unpriced else ""), "")
     console.print(table)
     console.print(f"Input tokens are estimated at {CHARS_PER_TOKEN} characters a token. No model was called, "
                   "no server started, nothing written."
