@@ -88,7 +88,9 @@ def list_cases(
 
 @app.command()
 @one_line_errors()
-def show(case_id: Annotated[str, typer.Argument(metavar="CASE")], root: RootOpt = DEFAULT_ROOT) -> None:
+def show(
+    case_id: Annotated[str, typer.Argument(metavar="CASE", help="A case id, e.g. demo-01.")], root: RootOpt = DEFAULT_ROOT
+) -> None:
     """Show one case: both cards, the IEDR levels, P0, difficulty and dominant axis."""
     case = load_registry(root).case(case_id)
     sc, pe = case.scenario, case.persona
