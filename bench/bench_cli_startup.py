@@ -29,6 +29,8 @@ COMMANDS = {
     "emobench leaderboard show": [*EMOBENCH, "leaderboard", "show", str(ROOT / "leaderboard")],
 }
 BASELINE = "import typer, rich.console"
+# What typer's own rich help imports besides: the top-level help is drawn without it.
+RICH_HELP = "import typer, rich.console, typer.rich_utils"
 
 
 def cpu_name() -> str:
@@ -58,7 +60,7 @@ def main() -> None:
     args = parser.parse_args()
 
     trees = {"now": ROOT, **({"before": args.before.resolve()} if args.before else {})}
-    jobs = {("baseline", BASELINE): (["-c", BASELINE], None)}
+    jobs = {("baseline", BASELINE): (["-c", BASELINE], None), ("baseline", RICH_HELP): (["-c", RICH_HELP], None)}
     for tree, source in trees.items():
         for name, argv in COMMANDS.items():
             if tree == "before" and name == "emobench --version":
@@ -73,7 +75,7 @@ def main() -> None:
     base = median[("baseline", BASELINE)]
     print(f"{cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; median of {args.n} runs each")
     for (tree, name), value in median.items():
-        print(f"{tree:>8}  {name:<28} {value:6.3f} s   {value / base:5.2f}x baseline")
+        print(f"{tree:>8}  {name:<44} {value:6.3f} s   {value / base:5.2f}x baseline")
     ratio = median[("now", "emobench --help")] / base
     print(f"emobench --help / ({BASELINE}) = {ratio:.2f} (goal: at most 1.5)")
 

@@ -167,8 +167,9 @@ class LazyGroup(OneLineUsage):
         return sorted(self.commands, key=lambda name: rank.get(name, len(rank)))
 
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
-        """Typer's rich layout, drawn here: typer.rich_utils imports markdown and traceback
-        rendering, which alone took 1.55x the time of importing typer and rich (bench/)."""
+        """Typer's rich layout, drawn here: typer.rich_utils, which draws it for the other
+        commands, imports markdown and traceback rendering, and importing typer, rich and it
+        takes about 1.5x as long as typer and rich alone (bench/bench_cli_startup.py)."""
         from rich.console import Console
         from rich.panel import Panel
         from rich.table import Table
@@ -176,7 +177,8 @@ class LazyGroup(OneLineUsage):
 
         console = Console()
         console.print(Text.assemble("\n ", ("Usage: ", "yellow"), (ctx.command_path, "bold"), " [OPTIONS] COMMAND [ARGS]...\n"))
-        console.print(Text(f" {self.help or ''}\n", style="dim" if not self.help else ""))
+        if self.help:
+            console.print(Text(f" {self.help}\n"))
         options = [(", ".join(p.opts), getattr(p, "help", None) or "") for p in self.get_params(ctx)]
         commands = [(name, self.commands[name].get_short_help_str(limit=1_000)) for name in self.list_commands(ctx)]
         for title, rows in (("Options", options), ("Commands", commands)):
