@@ -284,9 +284,9 @@ def run(
         from emobench.runner import ROOT
 
         cfg, flags = load_config()
-        done = frozenset(RunDir(resume).done_keys()) if resume else frozenset()
         with against_flags(flags):
-            print_estimate(estimate(cfg, ROOT, shard=_parse_shard(shard), done=done), console())
+            est = estimate(cfg, ROOT, shard=_parse_shard(shard), resume=RunDir(resume) if resume else None, force=force)
+        print_estimate(est, console())
 
     with one_line_errors() as interruption:
         plan() if dry_run else go(interruption)

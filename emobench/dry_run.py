@@ -35,7 +35,8 @@ from emobench.episode.stepper import subject_conversation
 from emobench.judging.mdep import judge_messages
 from emobench.prompts import PromptTemplate, load_template
 from emobench.registry import Case, load_registry
-from emobench.runner import in_shard, load_prompts, select_cases
+from emobench.rundir import RunDir
+from emobench.runner import _check_resume, in_shard, load_prompts, select_cases
 
 CHARS_PER_TOKEN = 4
 
@@ -137,13 +138,17 @@ def _pairwise(est: Estimate, loads: dict[str, RoleLoad], t: _Templates, case: Ca
 
 
 def estimate(
-    cfg: RunConfig, root: Path, *, shard: tuple[int, int] | None = None, done: frozenset[str] = frozenset()
+    cfg: RunConfig, root: Path, *, shard: tuple[int, int] | None = None, resume: RunDir | None = None, force: bool = False
 ) -> Estimate:
     """Check what a run checks before its first call, then count its calls and tokens at most.
-    ``done`` holds the keys of the episodes a resumed run has finished: they are not run again."""
+    A resumed run is checked against the run directory, and its finished episodes are not counted."""
     registry = load_registry(root)
     cases = select_cases(registry, cfg)
     require_keys(cfg.bindings(), "config")
+    done = set()
+    if resume is not None:
+        _check_resume(resume, cfg, registry.version(cfg.split), True, force)
+        done = resume.done_keys()
     templates = _Templates(
         episode=load_prompts(root, cfg),
         holistic=load_template(root / "judges" / cfg.panel.rubrics["holistic"]),

@@ -173,3 +173,17 @@ def test_a_run_at_its_worst_makes_exactly_the_counted_calls(director: bool, tmp_
         counted[load.config.binding.split(":", 1)[1].split("@")[0]] += load.calls
     assert made == +counted
     assert made["judge-model"] > 0 and made["sim-model"] > 0 and (made["director-model"] > 0) == director
+
+
+def test_a_resumed_dry_run_counts_what_is_left_and_checks_the_run(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    data = small_config(fake.base_url, limit_cases=1, seeds=[0], max_turns=2, min_turns=2)
+    data["subjects"] = data["subjects"][:1]
+    cfg = validate_config(load_config_data(write(tmp_path / "run.yaml", data)), "test")
+    asyncio.run(run_benchmark(cfg, tmp_path / "run", show_progress=False))
+    made = len(fake.state.requests)
+    result = RUNNER.invoke(app, ["run", "--resume", str(tmp_path / "run"), "--dry-run"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "= 0 episode(s)" in result.output and rows(result.output)["total"][0] == "0"
+    changed = RUNNER.invoke(app, ["run", "--resume", str(tmp_path / "run"), "--max-turns", "3", "--dry-run"])
+    assert changed.exit_code == 2 and "pass --force to resume anyway" in changed.output
+    assert len(fake.state.requests) == made
