@@ -1,44 +1,94 @@
-"""The emobench command line: parse, call, print. Errors are one line and a non-zero exit."""
+"""The emobench command line: parse, call, print. Errors are one line and a non-zero exit.
+
+Only run, merge and judge live here; every other command's module is imported when that command
+runs (COMMANDS), so `emobench --help` starts without pyarrow, numpy or the endpoint stack.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import os
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from emobench.cli_support import Interruption, OneLineUsage, against_flags, one_line_errors
+from emobench.cli_support import Interruption, Lazy, LazyGroup, SplitName, against_flags, one_line_errors
 from emobench.errors import InputError
-from emobench.gate import cli as gate_cli
-from emobench.importers import cli as import_cli
-from emobench.judging import calibrate_cli
-from emobench.publish import cli as publish_cli
-from emobench.publish import validity_cli, viewer_cli
-from emobench.registry import cli as registry_cli
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from emobench.config import RunConfig
+
+# name -> where the command lives and its line in `emobench --help` (a test checks the lines).
+COMMANDS = {
+    "show": Lazy("emobench.publish.viewer_cli:show", "List a run's episodes, or print one conversation turn by turn."),
+    "report": Lazy(
+        "emobench.publish.viewer_cli:report",
+        "Write one self-contained HTML page of a run: episodes, transcripts, plots, reliability.",
+    ),
+    "validate": Lazy(
+        "emobench.publish.validity_cli:validate",
+        "Validity report: known groups, test–retest, judge–tracker and judge–human agreement.",
+    ),
+    "gate": Lazy(
+        "emobench.gate.cli:gate", "Regression gate: exit 0 pass, 1 significant regression beyond tolerance, 2 bad input."
+    ),
+    "leaderboard": Lazy("emobench.publish.cli:leaderboard_app", "Build and show the leaderboard."),
+    "scenarios": Lazy("emobench.registry.cli:app", "Browse and check the scenario and persona library."),
+    "calibrate": Lazy(
+        "emobench.judging.calibrate_cli:calibrate",
+        "Rate a split's cases with an IEDR judge and report disagreements with the authored levels.",
+    ),
+    "import": Lazy("emobench.importers.cli:app", "Import another benchmark's recorded runs as an emobench run directory."),
+}
+
+
+class Commands(LazyGroup):
+    lazy = COMMANDS
+    order = ("run", "merge", "judge", *COMMANDS)
+
 
 app = typer.Typer(
     help="emobench: a dynamic emotional-intelligence benchmark for chat models.",
     no_args_is_help=True,
     add_completion=False,
-    cls=OneLineUsage,
+    cls=Commands,
 )
-app.add_typer(registry_cli.app, name="scenarios")
-app.add_typer(publish_cli.leaderboard_app, name="leaderboard")
-app.add_typer(import_cli.app, name="import")
-app.command("gate")(gate_cli.gate)
-app.command("calibrate")(calibrate_cli.calibrate)
-app.command("show")(viewer_cli.show)
-app.command("report")(viewer_cli.report)
-app.command("validate")(validity_cli.validate)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("emobench")
+        except PackageNotFoundError:  # a source checkout on PYTHONPATH, not installed
+            from emobench import __version__ as number
+        typer.echo(f"emobench {number}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_version, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """emobench: a dynamic emotional-intelligence benchmark for chat models."""
 
 
 def err() -> Console:
     # Built per use so output follows the current sys.stdout/stderr (CliRunner swaps them).
+    from rich.console import Console
+
     return Console(stderr=True)
+
+
+def console() -> Console:
+    from rich.console import Console
+
+    return Console()
 
 
 def _overrides(
@@ -118,13 +168,42 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
     return int(index), int(count)
 
 
+def _demo_roles_kept(config: Path | None, resume: Path | None, subject: list[str] | None, user: str | None,
+                     judge: list[str] | None) -> str | None:
+    """The warning for `run --subject X` on the demo config: the user and judges stay the demo's
+    embedded model, served by a local vLLM server, which a user bringing a model rarely wants."""
+    if config is not None or resume is not None or not subject or (user and judge):
+        return None
+    kept = " and ".join(name for name, given in (("user simulator", user), ("judges", judge)) if not given)
+    return (f"warning: --subject without --config keeps the demo's {kept} (vllm:embedded, a local vLLM server "
+            "emobench starts); pass --user and --judge, or --config configs/standard.yaml")
+
+
+def load_run_config(
+    config: Path | None, resume: Path | None, overrides: dict[str, Any]
+) -> tuple[RunConfig, dict[str, str]]:
+    """The run's config as `run` validates it: the file (or the resumed run's), the panel, the
+    flags on top; errors in a flag's value name the flag. Returns it with the flags given."""
+    from emobench.config import load_config_data, resolve_panel, validate_config
+    from emobench.rundir import RunDir
+    from emobench.runner import ROOT
+
+    if resume is not None and not RunDir(resume).manifest.exists():
+        raise InputError(resume, "", "no manifest.json: not a run directory to resume")
+    source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
+    base = RunDir(resume).read_config() if resume and config is None else load_config_data(source)
+    flags = {FLAG_FIELDS[key]: flag for key, flag in FLAGS.items() if key in overrides}
+    with against_flags(flags):
+        return validate_config(_merge_roles(resolve_panel(base, source, ROOT), overrides), source), flags
+
+
 @app.command()
 def run(
     config: Annotated[Path | None, typer.Option(help="Run config YAML (default: configs/demo.yaml).")] = None,
     subject: Annotated[list[str] | None, typer.Option(help="Subject binding; repeat for several.")] = None,
     user: Annotated[str | None, typer.Option(help="User-simulator binding.")] = None,
     judge: Annotated[list[str] | None, typer.Option(help="Judge binding; repeat for a panel.")] = None,
-    split: Annotated[str | None, typer.Option(help="Split to run (demo, test, dev).")] = None,
+    split: Annotated[SplitName | None, typer.Option(help="Split to run (default: the config's).")] = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 0,1,2.")] = None,
     max_turns: Annotated[int | None, typer.Option(help="Turn limit per episode.")] = None,
     min_turns: Annotated[int | None, typer.Option(help="First turn at which EPM and meter stop rules apply.")] = None,
@@ -137,12 +216,29 @@ def run(
     cache: Annotated[bool, typer.Option(help="Answer repeated model calls from the on-disk response cache.")] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Response cache folder (default: the user cache dir).")] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Check the config, print episodes, the most model calls per role, tokens and cost, and exit "
+            "without a model call.",
+        ),
+    ] = False,
 ) -> None:
     """Run episodes, judge and score them, and print the leaderboard."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+    def load_config() -> tuple[RunConfig, dict[str, str]]:
+        loaded = load_run_config(config, resume, _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit))
+        warning = _demo_roles_kept(config, resume, subject, user, judge)
+        if warning:
+            typer.echo(warning, err=True)
+        return loaded
+
     def go(interruption: Interruption) -> None:
-        from emobench.config import load_config_data, resolve_panel, validate_config
+        import asyncio
+        from datetime import UTC, datetime
+
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
         from emobench.registry import load_registry
@@ -154,14 +250,7 @@ def run(
 
         if run_id is not None and (Path(run_id).name != run_id or run_id in ("", ".", "..") or "\x00" in run_id):
             raise InputError("--run-id", "", f"{run_id!r} is not a plain directory name")
-        if resume is not None and not RunDir(resume).manifest.exists():
-            raise InputError(resume, "", "no manifest.json: not a run directory to resume")
-        source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
-        base = RunDir(resume).read_config() if resume and config is None else load_config_data(source)
-        overrides = _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit)
-        flags = {FLAG_FIELDS[key]: flag for key, flag in FLAGS.items() if key in overrides}
-        with against_flags(flags):
-            cfg = validate_config(_merge_roles(resolve_panel(base, source, ROOT), overrides), source)
+        cfg, flags = load_config()
         run_dir = resume or out_dir / (run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
         interruption.run_dir = run_dir
         log = err()
@@ -183,14 +272,24 @@ def run(
         finalize_run(rd, load_registry(ROOT))
         table = build_leaderboard([rd.path])
         write_leaderboard(table, rd.path)
-        render_table(table, Console())
+        render_table(table, console())
         log.print("EPM-Q = " + " + ".join(f"{w:g}·{group.capitalize()}" for group, w in EPMQ_WEIGHTS.items()))
         report = rd.read_report()
         log.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {summary_line(report)} · {rd.path}")
         log.print(invalid_summary(report))
 
+    def plan() -> None:
+        from emobench.dry_run import estimate, print_estimate
+        from emobench.rundir import RunDir
+        from emobench.runner import ROOT
+
+        cfg, flags = load_config()
+        with against_flags(flags):
+            est = estimate(cfg, ROOT, shard=_parse_shard(shard), resume=RunDir(resume) if resume else None, force=force)
+        print_estimate(est, console())
+
     with one_line_errors() as interruption:
-        go(interruption)
+        plan() if dry_run else go(interruption)
 
 
 @app.command()
@@ -215,7 +314,7 @@ def merge(
         finalize_run(rd, load_registry(ROOT))
         table = build_leaderboard([rd.path], force=force)
         write_leaderboard(table, rd.path)
-        render_table(table, Console())
+        render_table(table, console())
         err().print(
             f"merged {counts['sources']} run(s): {counts['episodes']} episodes, "
             f"{counts['duplicates']} duplicate(s) dropped → {out}"
@@ -237,6 +336,8 @@ def judge(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     def go() -> None:
+        import asyncio
+
         from emobench.importers.cards import registry_for
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
@@ -246,12 +347,12 @@ def judge(
         from emobench.runner import ROOT
 
         log = err()
-        out = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force, console=log))
-        finalize_run(out, registry_for(run_dir, ROOT), source=RunDir(run_dir))
-        table = build_leaderboard([out.path], force=force)
-        write_leaderboard(table, out.path)
-        render_table(table, Console())
-        log.print(f"new judgements and scores in {out.path}")
+        rescored = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force, console=log))
+        finalize_run(rescored, registry_for(run_dir, ROOT), source=RunDir(run_dir))
+        table = build_leaderboard([rescored.path], force=force)
+        write_leaderboard(table, rescored.path)
+        render_table(table, console())
+        log.print(f"new judgements and scores in {rescored.path}")
 
     with one_line_errors():
         go()

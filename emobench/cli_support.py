@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import signal
 import sys
@@ -9,13 +10,22 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import typer
-from typer._click.exceptions import NoArgsIsHelpError, UsageError  # typer vendors click: its own classes
-from typer.core import TyperGroup
+from typer import _click  # typer vendors click: its own classes
+from typer._click.exceptions import BadParameter, NoArgsIsHelpError, UsageError
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from emobench.errors import EmobenchError, InputError
+
+# Every split of the bundled library, archived editions' included (a test checks it against the
+# registry): static, so that listing them in --help reads no card.
+SPLITS = ("demo", "dev", "test", "dev-v1", "test-v1")
+if TYPE_CHECKING:
+    SplitName = str
+else:
+    SplitName = Literal[SPLITS]  # typer lists and checks the choices
 
 
 class Terminated(KeyboardInterrupt):
@@ -70,6 +80,11 @@ def _usage_in_one_line() -> Iterator[None]:
         yield
     except NoArgsIsHelpError:
         raise  # typer prints the help
+    except BadParameter as exc:  # a value of the wrong type or not among the choices: name the flag
+        flags = [o for o in getattr(exc.param, "opts", ()) if o.startswith("--")]
+        where = flags[0] if flags else exc.ctx.command_path if exc.ctx else "emobench"
+        _say(f"error: {where}: {exc.message.removeprefix('Value error, ')}")
+        raise typer.Exit(exc.exit_code) from None
     except UsageError as exc:
         where = exc.ctx.command_path if exc.ctx else "emobench"
         _say(f"error: {where}: {exc.format_message()}")
@@ -87,6 +102,105 @@ class OneLineUsage(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         with _usage_in_one_line():  # a subcommand's arguments are parsed here
             return super().invoke(ctx)
+
+
+class FlagOption(TyperOption):
+    """A flag takes no value, so its help row shows no type (typer's rich help prints ``<bool>``;
+    click's plain help already leaves it out)."""
+
+    def display_type_rich(self, ctx: _click.Context) -> str | None:
+        return None
+
+
+def plain_flags(command: _click.Command) -> _click.Command:
+    """Drop the type column of every flag of a command and of its sub-commands, --help included."""
+    options = [*command.params, command.get_help_option(_click.Context(command))]
+    for option in options:
+        if isinstance(option, TyperOption) and option.is_flag:
+            option.__class__ = FlagOption
+    for sub in getattr(command, "commands", {}).values():
+        plain_flags(sub)
+    return command
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """A command whose module is imported only when it runs: ``module:attribute`` names a
+    typer.Typer (a group) or a command function; ``help`` is its line in the parent's help."""
+
+    target: str
+    help: str
+
+    def load(self, name: str) -> _click.Command:
+        module, _, attribute = self.target.partition(":")
+        obj = getattr(importlib.import_module(module), attribute)
+        if isinstance(obj, typer.Typer):
+            command: _click.Command = typer.main.get_group(obj)
+        else:
+            single = typer.Typer(add_completion=False)
+            single.command(name)(obj)
+            command = typer.main.get_command(single)
+        command.name = name
+        return plain_flags(command)
+
+
+class _StandIn(TyperCommand):
+    """A lazy command before its module is imported: a name and a help line, for the listing."""
+
+
+class LazyGroup(OneLineUsage):
+    """The top-level group: commands listed in ``order``; those in ``lazy`` import their module
+    when they run (or their own help is asked for), so ``--help`` and fast commands start at once.
+    Until then a lazy command is a stand-in that carries only its help line."""
+
+    lazy: ClassVar[Mapping[str, Lazy]] = {}
+    order: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        plain_flags(self)
+        for name, entry in self.lazy.items():
+            self.commands.setdefault(name, _StandIn(name, help=entry.help))
+
+    def list_commands(self, ctx: _click.Context) -> list[str]:
+        rank = {name: i for i, name in enumerate(self.order)}
+        return sorted(self.commands, key=lambda name: rank.get(name, len(rank)))
+
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        """Typer's rich layout, drawn here: typer.rich_utils, which draws it for the other
+        commands, imports markdown and traceback rendering, and importing typer, rich and it
+        takes about 1.5x as long as typer and rich alone (bench/bench_cli_startup.py)."""
+        from rich.console import Console
+        from rich.panel import Panel
+        from rich.table import Table
+        from rich.text import Text
+
+        console = Console()
+        console.print(Text.assemble("\n ", ("Usage: ", "yellow"), (ctx.command_path, "bold"), " [OPTIONS] COMMAND [ARGS]...\n"))
+        if self.help:
+            console.print(Text(f" {self.help}\n"))
+        options = [(", ".join(p.opts), getattr(p, "help", None) or "") for p in self.get_params(ctx)]
+        commands = [(name, self.commands[name].get_short_help_str(limit=1_000)) for name in self.list_commands(ctx)]
+        for title, rows in (("Options", options), ("Commands", commands)):
+            table = Table.grid(padding=(0, 2), expand=True)
+            table.add_column(style="bold cyan", no_wrap=True)
+            table.add_column(ratio=1)
+            for name, text in rows:
+                table.add_row(name, Text(text))
+            console.print(Panel(table, title=title, title_align="left", border_style="dim"))
+
+    def load(self, name: str) -> _click.Command:
+        """The real command, importing its module the first time."""
+        command = self.commands[name]
+        if isinstance(command, _StandIn):
+            command = self.commands[name] = self.lazy[name].load(name)
+        return command
+
+    def resolve_command(
+        self, ctx: _click.Context, args: list[str]
+    ) -> tuple[str | None, _click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        return name, (self.load(name) if name is not None and command is not None else command), rest
 
 
 @contextmanager

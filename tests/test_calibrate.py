@@ -177,7 +177,6 @@ def test_calibrate_reports_a_case_with_no_valid_rating(registry: Registry, tmp_p
     ("args", "message"),
     [
         (["--judge", "nonsense"], "--judge: binding: bad role binding"),
-        (["--judge", "openai:m@http://127.0.0.1:9/v1", "--split", "nosuch"], "unknown split 'nosuch'"),
     ],
 )
 def test_calibrate_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:

@@ -79,7 +79,7 @@ def test_a_bad_base_url_is_one_line_on_every_command(url: str, problem: str, tmp
         ("--seeds", "1,x", "not a comma-separated list"),
         ("--max-turns", "0", "greater than or equal to 1"),
         ("--limit", "0", "greater than or equal to 1"),
-        ("--split", "nope", "unknown split"),
+        ("--split", "nope", "'nope' is not one of 'demo', 'dev', 'test'"),
     ],
 )
 def test_a_bad_flag_is_reported_against_the_flag(flag: str, value: str, problem: str, tmp_path: Path) -> None:

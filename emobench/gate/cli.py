@@ -12,6 +12,16 @@ from typing import Annotated
 import typer
 
 from emobench.cli_support import one_line_errors
+from emobench.gate.compare import _TWO_WAY, GATE_METRICS
+from emobench.publish.runs import SLICE_LEVELS
+from emobench.registry.models import AXES, CATEGORIES
+
+# Every slice the gate reads (compare.slice_mask), spelled out for --help.
+SLICE_FORMS = "; ".join([
+    "overall", f"category={'|'.join(CATEGORIES)}",
+    *(f"{family}={'|'.join(levels)}" for family, levels in SLICE_LEVELS.items()),
+    *(f"{family}=[{'|'.join(AXES)}/]{'|'.join(modes)}" for family, (_, _, modes) in _TWO_WAY.items()),
+])
 
 
 class Missing(StrEnum):
@@ -28,11 +38,12 @@ def gate(
     candidate: Annotated[Path, typer.Option(help="Candidate run directory.")],
     metric: Annotated[
         list[str] | None,
-        typer.Option(help="Score to gate (higher is better); repeat for several. Default: epmq."),
+        typer.Option(help=f"Score to gate (higher is better); repeat for several. One of: {', '.join(GATE_METRICS)}. "
+                     "Default: epmq."),
     ] = None,
     slice_: Annotated[
         list[str] | None,
-        typer.Option("--slice", help="Also gate a slice, e.g. persona_resilience=defensive; repeatable."),
+        typer.Option("--slice", help=f"Also gate a slice; repeatable. One of: {SLICE_FORMS}."),
     ] = None,
     tolerance: Annotated[
         list[str] | None,
@@ -60,7 +71,7 @@ def gate(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
 ) -> None:
     """Regression gate: exit 0 pass, 1 significant regression beyond tolerance, 2 bad input."""
-    from emobench.gate.compare import GATE_METRICS, per_metric, run_gate
+    from emobench.gate.compare import per_metric, run_gate
     from emobench.gate.record import is_missing, record_baseline
     from emobench.gate.summary import summary_markdown
 

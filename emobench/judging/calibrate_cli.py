@@ -16,6 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from emobench.cli_support import SplitName
 from emobench.judging.iedr import ITEMS, compare, rate_case
 from emobench.records import ModelCall, RoleInfo, Sampling
 from emobench.registry import Case, IEDRLevels
@@ -114,7 +115,7 @@ def _print(
 
 
 def calibrate(
-    split: Annotated[str, typer.Option(help="Split whose authored IEDR levels to check.")] = "test",
+    split: Annotated[SplitName, typer.Option(help="Split whose authored IEDR levels to check.")] = "test",
     # Required: typer's `...` default, which mypy accepts only through Option().
     judge: str = typer.Option(..., "--judge", help="IEDR judge binding, e.g. openai:MODEL@URL or vllm:MODEL."),
     limit: Annotated[int | None, typer.Option(min=1, help="Rate only the first N cases of the split.")] = None,
@@ -123,8 +124,6 @@ def calibrate(
 ) -> None:
     """Rate a split's cases with an IEDR judge and report disagreements with the authored levels."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    # Imported here, not at the top: emobench.cli mounts this command, so a top-level import
-    # would be circular.
     from emobench.cli_support import one_line_errors
     from emobench.endpoints.binding import parse_binding
     from emobench.registry import load_registry

@@ -1,4 +1,4 @@
-"""CLI for publishing: `emobench leaderboard build|show` (the gate's: emobench.gate.cli).
+"""CLI for publishing: `emobench leaderboard build|show`.
 
 Thin: parse, call, print. An EmobenchError prints its one line to stderr and exits 2.
 """
@@ -6,12 +6,18 @@ Thin: parse, call, print. An EmobenchError prints its one line to stderr and exi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console
 
 from emobench.cli_support import one_line_errors
+from emobench.publish.columns import FAMILIES
+
+if TYPE_CHECKING:
+    Family = str
+else:
+    Family = Literal[FAMILIES]  # typer lists and checks the choices
 
 leaderboard_app = typer.Typer(
     help="Build and show the leaderboard.", no_args_is_help=True, add_completion=False
@@ -58,10 +64,7 @@ def show(
     directory: Annotated[
         Path, typer.Argument(help="Directory holding leaderboard.parquet (or the file).")
     ] = Path("leaderboard"),
-    family: Annotated[
-        str,
-        typer.Option(help="overall, mechanism_stress, persona_resilience or category."),
-    ] = "overall",
+    family: Annotated[Family, typer.Option(help="Slice family to show.")] = "overall",
 ) -> None:
     """Print the leaderboard in the terminal."""
     from emobench.publish.leaderboard import read_leaderboard
@@ -69,4 +72,3 @@ def show(
 
     with one_line_errors():
         render_table(read_leaderboard(directory), Console(), slice_family=family)
-

@@ -11,11 +11,12 @@ from rich.console import Console
 from rich.table import Table
 
 import emobench
-from emobench.cli_support import one_line_errors
+from emobench.cli_support import SPLITS, one_line_errors
 from emobench.errors import InputError
 from emobench.registry.filters import (
     MIN_COUNTERFACTUAL_SETS,
     TARGETS,
+    filter_cases,
     stratification,
     stratum_count,
 )
@@ -48,22 +49,29 @@ def _fmt_p0(case: Case) -> str:
 @app.command("list")
 @one_line_errors()
 def list_cases(
-    split: Annotated[str | None, typer.Option(help="Only this split.")] = None,
+    split: Annotated[str | None, typer.Option(help=f"Only this split (bundled library: {', '.join(SPLITS)}).")] = None,
     category: Annotated[str | None, typer.Option(help=f"One of {', '.join(CATEGORIES)}.")] = None,
     difficulty: Annotated[str | None, typer.Option(help=f"One of {', '.join(DIFFICULTIES)}.")] = None,
     axis: Annotated[str | None, typer.Option(help="Dominant axis: C, A or P.")] = None,
     threshold: Annotated[str | None, typer.Option(help=f"One of {', '.join(THRESHOLDS)}.")] = None,
     valence: Annotated[str | None, typer.Option(help=f"One of {', '.join(VALENCES)}.")] = None,
+    archived: Annotated[
+        bool, typer.Option("--archived", help="Also list archived editions' cases (splits named like test-v1).")
+    ] = False,
     root: RootOpt = DEFAULT_ROOT,
 ) -> None:
-    """List cases as a table, optionally filtered."""
+    """List the current edition's cases as a table, optionally filtered."""
     reg = load_registry(root)
-    cases = reg.filter(split=split, category=category, difficulty=difficulty,
-                       dominant_axis=axis, threshold=threshold, valence=valence)
+    # A split named on the command line is listed even when archived: it was asked for.
+    pool = reg.cases(split) if split else reg.all_cases() if archived else reg.edition_cases()
+    cases = filter_cases(pool, category=category, difficulty=difficulty,
+                         dominant_axis=axis, threshold=threshold, valence=valence)
+    archived_note = f" and archived {', '.join(reg.archived_splits)}" if archived and not split else ""
     # The split column is redundant when filtering by split; dropping it keeps 80 columns readable.
     columns = ["case", *([] if split else ["split"]), "category", "scenario", "persona", "axis",
                "thr", "‖P0‖", "difficulty", "cf"]
-    table = Table(title=f"{len(cases)} cases", box=box.SIMPLE_HEAD, pad_edge=False,
+    edition = "" if split else f", edition {reg.info.edition}{archived_note}"
+    table = Table(title=f"{len(cases)} cases{edition}", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
     for column in columns:
         wraps_ok = column in ("scenario", "persona")
@@ -80,7 +88,9 @@ def list_cases(
 
 @app.command()
 @one_line_errors()
-def show(case_id: Annotated[str, typer.Argument(metavar="CASE")], root: RootOpt = DEFAULT_ROOT) -> None:
+def show(
+    case_id: Annotated[str, typer.Argument(metavar="CASE", help="A case id, e.g. demo-01.")], root: RootOpt = DEFAULT_ROOT
+) -> None:
     """Show one case: both cards, the IEDR levels, P0, difficulty and dominant axis."""
     case = load_registry(root).case(case_id)
     sc, pe = case.scenario, case.persona
@@ -188,7 +198,7 @@ def _stats_table(reg: Registry, split: str) -> tuple[Table, bool]:
 @app.command()
 @one_line_errors()
 def stats(
-    split: Annotated[str, typer.Option(help="Split to stratify.")] = "test",
+    split: Annotated[str, typer.Option(help=f"Split to stratify (bundled library: {', '.join(SPLITS)}).")] = "test",
     root: RootOpt = DEFAULT_ROOT,
 ) -> None:
     """Show a split's stratification next to its targets; exit 1 when a target is missed."""

@@ -1,0 +1,228 @@
+"""`emobench run --dry-run`: what a run would ask of each role, before any model call.
+
+The counts follow the episode loop and the judging stage. Per episode of T = max_turns turns:
+the subject answers T times and, with the probe on, the probe once; the simulator writes turns
+2..T (turn 1 is the case's authored opening); each judge rates every turn (MDEP) and the whole
+episode (holistic); an LLM director acts after every turn; each judge compares every planned
+pair of subjects' episodes of a (case, seed) in both orders. Every call whose output is
+validated may be retried (judge_retries, simulator_retries, director_retries), and the figures
+count every retry: they are the most a run can make, reached when every episode runs to the
+turn limit and every output is retried. HTTP retries of transient failures are not counted.
+
+Tokens: completion tokens at most each role's max_tokens per call; prompt tokens are the
+templates rendered for each case (about 4 characters a token) plus the transcript so far, each
+user message at the simulator's max_tokens and each reply at the subject's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from emobench.config import RoleConfig, RunConfig
+from emobench.endpoints.binding import parse_binding
+from emobench.endpoints.pool import require_keys
+from emobench.episode.director import DirectorState, director_messages
+from emobench.episode.roles import EpisodePrompts
+from emobench.episode.simulator import simulator_messages
+from emobench.episode.stepper import subject_conversation
+from emobench.judging.mdep import judge_messages
+from emobench.prompts import PromptTemplate, load_template
+from emobench.registry import Case, load_registry
+from emobench.rundir import RunDir
+from emobench.runner import _check_resume, in_shard, load_prompts, select_cases
+
+CHARS_PER_TOKEN = 4
+
+
+@dataclass
+class RoleLoad:
+    """The most one role (one subject, the user, one judge, the director) is asked."""
+
+    role: str
+    config: RoleConfig
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, calls: int, prompt_tokens: int) -> None:
+        """``calls`` requests carrying ``prompt_tokens`` between them, each up to max_tokens long."""
+        self.calls += calls
+        self.input_tokens += prompt_tokens
+        self.output_tokens += calls * self.config.sampling.max_tokens
+
+
+@dataclass
+class Estimate:
+    config: RunConfig
+    cases: int
+    episodes: int
+    roles: list[RoleLoad] = field(default_factory=list)
+
+
+def _tokens(messages: Sequence[dict[str, str]] | str) -> int:
+    text = messages if isinstance(messages, str) else "".join(m["content"] for m in messages)
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def _ramp(turns: int, fixed: int, per_turn: int, first: int = 1) -> int:
+    """Prompt tokens of one call per turn t = first..turns, each carrying fixed + t * per_turn."""
+    ts = range(first, turns + 1)
+    return len(ts) * fixed + per_turn * sum(ts)
+
+
+@dataclass(frozen=True)
+class _Templates:
+    episode: EpisodePrompts
+    holistic: PromptTemplate
+    pairwise: PromptTemplate
+
+
+def _case_context(case: Case) -> dict[str, Any]:
+    return {"persona": case.persona, "scenario": case.scenario}
+
+
+def _episode(est: Estimate, loads: dict[str, RoleLoad], t: _Templates, case: Case, subject: RoleLoad) -> None:
+    """Add one episode (subject, case, seed) at its most: every turn played, every retry made."""
+    cfg, prompts, turns = est.config, t.episode, est.config.max_turns
+    user, judges = loads["user"], [loads[f"judge:{i}"] for i in range(len(cfg.judges))]
+    per_turn = user.config.sampling.max_tokens + subject.config.sampling.max_tokens  # one user message, one reply
+    sim, jud, dire = cfg.simulator_retries + 1, cfg.judge_retries + 1, cfg.director_retries + 1
+    if parse_binding(subject.config.binding).kind != "scripted":  # a scripted subject answers in-process
+        fixed = _tokens(subject_conversation(prompts, [])) + user.config.sampling.max_tokens
+        subject.add(turns, _ramp(turns, fixed - per_turn, per_turn))  # turn t carries t-1 earlier turns
+        if prompts.probe is not None:
+            subject.add(sim, sim * (_tokens(subject_conversation(prompts, [])) + turns * per_turn
+                                    + _tokens(prompts.probe.block("user"))))
+    meter = case.persona.meter_start
+    simulator_fixed = _tokens(simulator_messages(prompts.simulator, case, [], meter, ""))
+    user.add(sim * (turns - 1), sim * _ramp(turns - 1, simulator_fixed, per_turn))  # turn t+1 sees t turns
+    mdep_fixed = _tokens(judge_messages(prompts.judge, case, [], ""))
+    holistic_fixed = _tokens(t.holistic.case_system(case) + t.holistic.block(
+        "user", transcript=[], left_with="", **_case_context(case)))
+    for judge in judges:
+        judge.add(jud * turns, jud * _ramp(turns, mdep_fixed, per_turn))
+        if cfg.panel.holistic:
+            judge.add(jud, jud * (holistic_fixed + turns * per_turn))
+    if cfg.director is not None and prompts.director is not None:
+        state = DirectorState(turn=0, max_turns=turns, meter=meter)
+        fixed = _tokens(director_messages(prompts.director, case, state, []))
+        loads["director"].add(dire * turns, dire * _ramp(turns, fixed, per_turn))
+
+
+def _pairs(subjects: Sequence[RoleLoad], references: Sequence[str] | None) -> list[tuple[RoleLoad, RoleLoad]]:
+    """The subject pairs the judging stage compares for every (case, seed) (pairwise.plan_pairs)."""
+    refs = set(references or ())
+    return [
+        (x, y) for i, x in enumerate(subjects) for y in subjects[i + 1:]
+        if not refs or x.config.name in refs or y.config.name in refs
+    ]
+
+
+def _pairwise(est: Estimate, loads: dict[str, RoleLoad], t: _Templates, case: Case, pair: tuple[RoleLoad, RoleLoad]) -> None:
+    cfg, turns = est.config, est.config.max_turns
+    conversations = [{"lines": [], "left": False}] * 2
+    fixed = _tokens(t.pairwise.case_system(case) + t.pairwise.block(
+        "user", conversations=conversations, **_case_context(case)))
+    user_budget = loads["user"].config.sampling.max_tokens
+    transcripts = sum(turns * (user_budget + s.config.sampling.max_tokens) for s in pair)
+    attempts = 2 * (cfg.judge_retries + 1)  # both orders
+    for i in range(len(cfg.judges)):
+        loads[f"judge:{i}"].add(attempts, attempts * (fixed + transcripts))
+
+
+def estimate(
+    cfg: RunConfig, root: Path, *, shard: tuple[int, int] | None = None, resume: RunDir | None = None, force: bool = False
+) -> Estimate:
+    """Check what a run checks before its first call, then count its calls and tokens at most.
+    A resumed run is checked against the run directory, and its finished episodes are not counted."""
+    registry = load_registry(root)
+    cases = select_cases(registry, cfg)
+    require_keys(cfg.bindings(), "config")
+    done = set()
+    if resume is not None:
+        _check_resume(resume, cfg, registry.version(cfg.split), True, force)
+        done = resume.done_keys()
+    templates = _Templates(
+        episode=load_prompts(root, cfg),
+        holistic=load_template(root / "judges" / cfg.panel.rubrics["holistic"]),
+        pairwise=load_template(root / "judges" / cfg.panel.rubrics["pairwise"]),
+    )
+    subjects = [RoleLoad("subject", s) for s in cfg.subjects]
+    loads = {"user": RoleLoad("user", cfg.user)}
+    loads |= {f"judge:{i}": RoleLoad("judge", j) for i, j in enumerate(cfg.judges)}
+    if cfg.director is not None:
+        loads["director"] = RoleLoad("director", cfg.director)
+    pairs = _pairs(subjects, cfg.panel.reference_subjects) if cfg.panel.pairwise else []
+    est = Estimate(cfg, cases=len(cases), episodes=0, roles=[*subjects, *loads.values()])
+    for case in cases:
+        for seed in (s for s in cfg.seeds if in_shard(case.id, s, shard)):
+            new = {s.config.name for s in subjects if f"{s.config.name}|{case.id}|{seed}" not in done}
+            for subject in (s for s in subjects if s.config.name in new):
+                est.episodes += 1
+                _episode(est, loads, templates, case, subject)
+            for pair in (p for p in pairs if {p[0].config.name, p[1].config.name} & new):
+                _pairwise(est, loads, templates, case, pair)
+    return est
+
+
+def price_per_token(role: RoleConfig) -> tuple[tuple[float, float] | None, str]:
+    """(input, output) US dollars per token and where they come from: the role's price, else
+    litellm's price map (read offline); None for a model with no price."""
+    if role.price is not None:
+        return (role.price.input_per_mtok / 1e6, role.price.output_per_mtok / 1e6), "config price"
+    binding = parse_binding(role.binding)
+    if binding.kind in ("vllm", "scripted"):
+        return (0.0, 0.0), "local"
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the map at import
+    import litellm  # imported here: it takes seconds
+
+    names = [binding.model, binding.model.split("/", 1)[-1]] if binding.kind == "litellm" else [binding.model]
+    for name in names:
+        entry = litellm.model_cost.get(name)
+        if entry and "input_cost_per_token" in entry and "output_cost_per_token" in entry:
+            return (float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"])), "litellm map"
+    return None, "none"
+
+
+def _usd(amount: float) -> str:
+    return f"{amount:,.2f}" if amount >= 10 else f"{amount:.4f}"  # cents hide a small run's cost
+
+
+def print_estimate(est: Estimate, console: Console) -> None:
+    cfg = est.config
+    console.print(
+        f"dry run, config {cfg.config_hash()}: {est.cases} case(s) of split {cfg.split} × {len(cfg.seeds)} seed(s) × "
+        f"{len(cfg.subjects)} subject(s) = {est.episodes} episode(s), at most {cfg.max_turns} turns each",
+        highlight=False, soft_wrap=True,
+    )
+    table = Table(title="At most, when every episode runs to the turn limit and every output is retried",
+                  title_justify="left")
+    numbers = ("calls", "input tokens", "output tokens", "cost (USD)")
+    for column in ("role", "label", *numbers, "price from"):
+        table.add_column(column, justify="right" if column in numbers else "left")
+    total, unpriced = 0.0, []
+    for load in est.roles:
+        price, source = price_per_token(load.config)
+        cost = None if price is None else load.input_tokens * price[0] + load.output_tokens * price[1]
+        total += cost or 0.0
+        if cost is None and load.calls:
+            unpriced.append(load.config.name)
+        table.add_row(load.role, load.config.name, f"{load.calls:,}", f"{load.input_tokens:,}",
+                      f"{load.output_tokens:,}", "–" if cost is None else _usd(cost), source)
+    calls = sum(load.calls for load in est.roles)
+    table.add_section()
+    table.add_row("total", "", f"{calls:,}", f"{sum(r.input_tokens for r in est.roles):,}",
+                  f"{sum(r.output_tokens for r in est.roles):,}", _usd(total) + ("+" if unpriced else ""), "")
+    console.print(table)
+    console.print(f"Input tokens are estimated at {CHARS_PER_TOKEN} characters a token. No model was called, "
+                  "no server started, nothing written."
+                  + (f" Not priced: {', '.join(unpriced)}; give the role a price: {{input_per_mtok: X, output_per_mtok: Y}}"
+                     " (US dollars per million tokens)." if unpriced else ""),
+                  highlight=False, soft_wrap=True)

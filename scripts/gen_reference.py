@@ -1,0 +1,225 @@
+"""Write docs/reference.md: every run-config field and every command and flag, read from the code.
+
+The config tables come from the pydantic models in emobench/config.py (types, defaults, bounds)
+with the one-line meanings kept below; a field without a meaning, or a meaning for a field the
+models no longer have, stops the script. The command tables come from the command line itself.
+tests/test_cli_reference.py regenerates the page and compares it with the committed one.
+
+    python scripts/gen_reference.py          # rewrite docs/reference.md
+    python scripts/gen_reference.py --check  # exit 1 when docs/reference.md is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import annotated_types
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from emobench import cli  # noqa: E402
+from emobench.cli_support import LazyGroup  # noqa: E402
+from emobench.config import PanelConfig, Price, RoleConfig, RunConfig  # noqa: E402
+from emobench.records import Sampling  # noqa: E402
+
+TARGET = ROOT / "docs" / "reference.md"
+MODELS: tuple[tuple[str, type[BaseModel]], ...] = (
+    ("Top level", RunConfig), ("Role", RoleConfig), ("Sampling", Sampling), ("Price", Price), ("Panel", PanelConfig),
+)
+MEANINGS: dict[type[BaseModel], dict[str, str]] = {
+    RunConfig: {
+        "subjects": "The models under test, each a [role](#role); every one plays every case and seed.",
+        "user": "The simulated user, a [role](#role).",
+        "panel": "The judge [panel](#panel): inline, or a file such as `judges/panels/embedded.yaml`. "
+                 "A top-level `judges:` list is shorthand for an inline panel.",
+        "director": "An LLM director, a [role](#role); unset, the rule director reveals the story.",
+        "probe": "After each episode, ask the subject out of character to infer the persona.",
+        "subject_system_prompt": "A system prompt for the subject: a template name under `prompts/`.",
+        "split": "The split whose cases run.",
+        "cases": "Only these case ids of the split.",
+        "limit_cases": "Only the first N cases of the split.",
+        "seeds": "Seeds; every (subject, case, seed) is one episode.",
+        "max_turns": "Turn limit per episode.",
+        "min_turns": "First turn at which the EPM and meter stop rules apply.",
+        "judge_retries": "Retries of a judge output that fails validation (MDEP, holistic, pairwise).",
+        "simulator_retries": "Retries of a simulator turn (and of the subject's probe answer) that fails validation.",
+        "director_retries": "Retries of an LLM director action that fails validation.",
+        "reveal_every": "The rule director reveals the next hidden stage every N turns (0: never).",
+        "concurrency": "Episodes in flight at once.",
+        "scoring_profile": "How EPM-Q is scored: `emobench` or `empa` (docs/method.md §5.8).",
+    },
+    RoleConfig: {
+        "binding": "Who plays the role: `vllm:MODEL`, `vllm:embedded`, `openai:MODEL@URL[,URL...]`, "
+                   "`litellm:PROVIDER/MODEL` or `scripted:echo|platitude|advice|dismissive`.",
+        "label": "The role's name in results (default: the binding).",
+        "sampling": "The role's [sampling](#sampling).",
+        "max_concurrency": "Requests in flight to this endpoint at once.",
+        "timeout_s": "Seconds before a request is abandoned and retried.",
+        "retries": "Retries of transient failures (429, 5xx, timeouts).",
+        "api_key_env": "The variable holding the API key (default: `OPENAI_API_KEY` when set); "
+                       "its value is never stored.",
+        "price": "The role's [price](#price), for the cost in the run report and `run --dry-run`; "
+                 "unset, the dry run reads litellm's price map.",
+        "server_args": "`vllm:` bindings only: arguments appended to the vLLM server command emobench starts, "
+                       "e.g. `[\"--tensor-parallel-size\", \"2\"]`; a `--dtype` here also names the served dtype.",
+    },
+    Sampling: {
+        "temperature": "Sampling temperature.",
+        "top_p": "Nucleus sampling mass.",
+        "max_tokens": "Most tokens per completion.",
+    },
+    Price: {
+        "input_per_mtok": "US dollars per million prompt tokens.",
+        "output_per_mtok": "US dollars per million completion tokens.",
+    },
+    PanelConfig: {
+        "name": "The panel's name in results.",
+        "judges": "The judges, each a [role](#role).",
+        "rubrics": "Rubric template per task, files under `judges/`.",
+        "aggregation": "How the judges' MDEP items combine per turn.",
+        "holistic": "Rate each whole episode on the holistic rubric.",
+        "pairwise": "Compare subjects' episodes of the same case and seed in pairs.",
+        "reference_subjects": "Pairwise: compare every subject with these labels only (default: every pair).",
+    },
+}
+BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
+
+
+def _type(annotation: Any) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type(a) for a in args)
+    if origin is typing.Annotated:
+        return _type(args[0])
+    if origin in (list, dict):
+        return f"{origin.__name__}[{', '.join(_type(a) for a in args)}]"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        title = next(t for t, m in MODELS if m is annotation)
+        return f"[{title.lower()}](#{title.lower().replace(' ', '-')})"
+    return "null" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
+
+
+def _bounds(metadata: list[Any]) -> str:
+    out = []
+    for item in metadata:
+        for attribute, sign in BOUNDS.items():
+            value = getattr(item, attribute, None)
+            if value is not None:
+                out.append(f"{sign} 2^63" if value == 2**63 else f"{sign} {value}")
+        if isinstance(item, annotated_types.MinLen):
+            out.append(f"at least {item.min_length}")
+        if getattr(item, "pattern", None):
+            out.append(f"matches `{item.pattern}`")
+    return ", ".join(out)
+
+
+def _default(info: Any) -> str:
+    if info.default_factory is not None:
+        value = info.default_factory()
+        return f"`{value}`" if not isinstance(value, BaseModel) else "(its defaults)"
+    if info.default is PydanticUndefined:
+        return "required"
+    return "`null`" if info.default is None else f"`{info.default}`"
+
+
+def config_section() -> list[str]:
+    flags = {field: flag for key, flag in cli.FLAGS.items() for field in [cli.FLAG_FIELDS[key]]}
+    lines = ["## Run config", "",
+             "A run config is a YAML mapping (`emobench run --config FILE`; `configs/` holds examples). "
+             "Unknown keys are refused.", ""]
+    for title, model in MODELS:
+        meanings = MEANINGS[model]
+        missing, stale = set(model.model_fields) - set(meanings), set(meanings) - set(model.model_fields)
+        if missing or stale:
+            raise SystemExit(f"scripts/gen_reference.py: {model.__name__}: no meaning for {sorted(missing)}, "
+                             f"meaning of no field {sorted(stale)}")
+        lines += [f"### {title}", "", "| field | type | default | bounds | meaning |", "|---|---|---|---|---|"]
+        for name, info in model.model_fields.items():
+            flag = flags.get("panel.judges" if name == "judges" and model is PanelConfig else name)
+            meaning = meanings[name] + (f" Flag: `run {flag}`." if flag and model in (RunConfig, PanelConfig) else "")
+            row = [f"`{name}`", _type(info.annotation), _default(info), _bounds(info.metadata), meaning.replace("|", "\\|")]
+            lines.append(f"| {' | '.join(row)} |")
+        lines.append("")
+    return lines
+
+
+def _param_row(param: Any, ctx: Any) -> str:
+    names = ", ".join(f"`{n}`" for n in [*param.opts, *param.secondary_opts])
+    if param.param_type_name == "argument":
+        names = f"`{param.display_name_raw.upper()}`" + ("…" if param.nargs != 1 else "")
+    kind = "flag" if getattr(param, "is_flag", False) else param.display_type(ctx).strip("<>")
+    if kind.endswith(" range"):  # an int with bounds: say which
+        bounds = [f"{sign} {value}" for sign, value in (("≥", param.min), ("≤", param.max)) if value is not None]
+        kind = f"{kind.removesuffix(' range')}, {' and '.join(bounds)}"
+    default = param.default
+    if param.required:
+        shown = "required"
+    elif isinstance(default, Path) and default.is_absolute():
+        shown = "the bundled library"  # a path on this machine: the library's root
+    elif default in (None, [], ()) or (getattr(param, "is_flag", False) and default is False and not param.secondary_opts):
+        shown = ""
+    elif isinstance(default, bool):
+        shown = f"`{(param.opts if default else param.secondary_opts)[0]}`"
+    else:
+        shown = f"`{default}`"
+    help_text = " ".join((getattr(param, "help", None) or "").split()).replace("|", "\\|")
+    takes = kind.replace("|", " \\| ")
+    return f"| {names} | {takes} | {shown} | {help_text} |"
+
+
+def _command(lines: list[str], path: str, command: Any, parent: Any) -> None:
+    from typer import _click
+
+    ctx = _click.Context(command, info_name=path.split()[-1], parent=parent)
+    lines += [f"### `{path}`", "", " ".join((command.help or "").split("\n\n")[0].split()), ""]
+    params = [p for p in command.params if not getattr(p, "hidden", False)]
+    if params:
+        lines += ["| argument or flag | takes | default | meaning |", "|---|---|---|---|"]
+        lines += [_param_row(p, ctx) for p in params]
+        lines.append("")
+    for name in getattr(command, "list_commands", lambda _: [])(ctx):
+        sub = command.load(name) if isinstance(command, LazyGroup) else command.commands[name]
+        _command(lines, f"{path} {name}", sub, ctx)
+
+
+def commands_section() -> list[str]:
+    import typer
+
+    root = typer.main.get_command(cli.app)
+    lines = ["## Commands", "", "Every command answers `--help`; bad input is one line on stderr and exit 2.", ""]
+    _command(lines, "emobench", root, None)
+    return lines
+
+
+def render() -> str:
+    head = ["# Reference: run config and command line", "",
+            "Generated from the code by `python scripts/gen_reference.py`; a test fails when this page and "
+            "the code disagree. Do not edit by hand.", ""]
+    return "\n".join([*head, *config_section(), *commands_section()]).rstrip() + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="compare with docs/reference.md instead of writing it")
+    args = parser.parse_args()
+    text = render()
+    if args.check:
+        if not TARGET.exists() or TARGET.read_text(encoding="utf-8") != text:
+            raise SystemExit("docs/reference.md is out of date: run python scripts/gen_reference.py")
+        return
+    TARGET.write_text(text, encoding="utf-8")
+    print(f"wrote {TARGET.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

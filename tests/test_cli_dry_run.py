@@ -1,0 +1,189 @@
+"""`emobench run --dry-run`: no call, nothing written, and counts that a real run reaches."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from emobench.cli import app
+from emobench.config import load_config_data, validate_config
+from emobench.dry_run import estimate
+from emobench.runner import ROOT, run_benchmark
+from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
+
+RUNNER = CliRunner()
+
+
+def write(path: Path, data: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def role(base_url: str, model: str, max_tokens: int, **extra: Any) -> dict[str, Any]:
+    return {"binding": f"openai:{model}@{base_url}", "sampling": {"temperature": 0.0, "max_tokens": max_tokens}, **extra}
+
+
+def small_config(base_url: str, **extra: Any) -> dict[str, Any]:
+    """Two subjects (one scripted), two judges, 2 cases x 2 seeds, 3 turns, retries 1 and 2."""
+    return {
+        "subjects": [role(base_url, "subject-model", 50, label="subject-a"), {"binding": "scripted:echo"}],
+        "user": role(base_url, "sim-model", 100),
+        "judges": [role(base_url, "judge-model", 200, label="judge-x"), role(base_url, "judge-model", 300, label="judge-y")],
+        "split": "demo", "limit_cases": 2, "seeds": [0, 1], "max_turns": 3, "min_turns": 2,
+        "judge_retries": 1, "simulator_retries": 2,
+        **extra,
+    }
+
+
+def rows(output: str) -> dict[str, list[str]]:
+    """The table's rows by label: calls, input tokens, output tokens, cost."""
+    out = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in re.split(r"[│┃]", line)[1:-1]]
+        if len(cells) == 7 and cells[2].replace(",", "").isdigit():
+            out[cells[1] or cells[0]] = [c.replace(",", "") for c in cells[2:6]]
+    return out
+
+
+def test_dry_run_makes_no_request_and_writes_nothing(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    cfg = write(tmp_path / "run.yaml", small_config(fake.base_url))
+    result = RUNNER.invoke(app, ["run", "--config", str(cfg), "--out", str(tmp_path / "runs"),
+                                 "--cache-dir", str(tmp_path / "cache"), "--dry-run"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert fake.state.requests == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.yaml"]  # no run directory, no cache
+    assert "= 8 episode(s)" in result.output
+
+
+def test_dry_run_counts_by_hand(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    cfg = write(tmp_path / "run.yaml", small_config(fake.base_url))
+    result = RUNNER.invoke(app, ["run", "--config", str(cfg), "--dry-run"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    table = rows(result.output)
+    # 2 cases x 2 seeds = 4 (case, seed) pairs, 2 subjects: 8 episodes of at most 3 turns.
+    # subject-a: 3 replies + the probe (simulator_retries 2: 3 attempts) = 6 per episode, 4 episodes.
+    assert table["subject-a"][0] == str(4 * (3 + 3))
+    assert table["subject-a"][2] == str(24 * 50)
+    assert table["scripted:echo"][:3] == ["0", "0", "0"]  # answered in-process
+    # The simulator writes turns 2 and 3, each in up to 3 attempts, in all 8 episodes.
+    assert table[f"openai:sim-model@{fake.base_url}"][0] == str(8 * 2 * 3)
+    assert table[f"openai:sim-model@{fake.base_url}"][2] == str(48 * 100)
+    # Each judge, per episode: 3 turns x 2 attempts + holistic 2 attempts = 8; pairwise: one pair
+    # per (case, seed), both orders, 2 attempts each = 4, for 4 pairs.
+    for label, budget in (("judge-x", 200), ("judge-y", 300)):
+        assert table[label][0] == str(8 * 8 + 4 * 4)
+        assert table[label][2] == str(80 * budget)
+    assert table["total"][0] == str(24 + 48 + 80 + 80)
+
+
+def test_subject_prompt_tokens_follow_the_transcript(fake: FakeOpenAIServer) -> None:
+    """With no system prompt and no probe, turn t sends t-1 earlier turns (each user message
+    at the simulator's 100 tokens, each reply at the subject's 50) and the new user message."""
+    data = small_config(fake.base_url, probe=False)
+    data["subjects"] = data["subjects"][:1]
+    est = estimate(validate_config(data, "test"), ROOT)
+    subject = next(r for r in est.roles if r.role == "subject")
+    per_episode = 100 + (150 + 100) + (300 + 100)  # turns 1, 2, 3
+    assert (subject.calls, subject.input_tokens) == (4 * 3, 4 * per_episode)
+
+
+def test_price_in_config_gives_the_cost(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    data = small_config(fake.base_url)
+    data["judges"] = data["judges"][:1]
+    data["judges"][0]["price"] = {"input_per_mtok": 2.0, "output_per_mtok": 10.0}
+    result = RUNNER.invoke(app, ["run", "--config", str(write(tmp_path / "run.yaml", data)), "--dry-run"],
+                           env={"COLUMNS": "200"})
+    _, tokens_in, tokens_out, cost = rows(result.output)["judge-x"]
+    expected = (int(tokens_in) * 2.0 + int(tokens_out) * 10.0) / 1e6
+    assert expected > 0.01 and float(cost) == pytest.approx(expected, abs=5e-5)
+    assert "config price" in result.output
+
+
+def test_litellm_price_map_prices_a_known_model(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    import litellm
+
+    price = litellm.model_cost["gpt-4o-mini"]
+    data = small_config(fake.base_url)
+    data["subjects"] = [role(fake.base_url, "gpt-4o-mini", 50, label="subject-a")]
+    result = RUNNER.invoke(app, ["run", "--config", str(write(tmp_path / "run.yaml", data)), "--dry-run"],
+                           env={"COLUMNS": "200"})
+    _, tokens_in, tokens_out, cost = rows(result.output)["subject-a"]
+    expected = int(tokens_in) * price["input_cost_per_token"] + int(tokens_out) * price["output_cost_per_token"]
+    assert expected > 0.001 and float(cost) == pytest.approx(expected, abs=5e-5)
+    assert "Not priced: openai:sim-model" in result.output  # the others have no price anywhere
+
+
+def test_bad_config_is_refused_as_a_run_refuses_it(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    cfg = write(tmp_path / "run.yaml", small_config(fake.base_url, split="nosuch"))
+    result = RUNNER.invoke(app, ["run", "--config", str(cfg), "--dry-run"])
+    assert result.exit_code == 2 and "unknown split 'nosuch'" in result.output
+    unset = small_config(fake.base_url)
+    unset["user"]["api_key_env"] = "EMOBENCH_TEST_UNSET_KEY"
+    result = RUNNER.invoke(app, ["run", "--config", str(write(tmp_path / "run.yaml", unset)), "--dry-run"])
+    assert result.exit_code == 2 and "EMOBENCH_TEST_UNSET_KEY is not set" in result.output
+    assert fake.state.requests == []
+
+
+class WorstCase:
+    """Every validated output is invalid until the last attempt: a simulator turn is accepted at
+    its last retry (an invalid one would end the episode), everything else is never accepted."""
+
+    def __init__(self, simulator_attempts: int) -> None:
+        self.simulator_attempts = simulator_attempts
+        self.seen: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        kind = (body.get("response_format") or {}).get("json_schema", {}).get("name")
+        if kind is None:  # a subject's reply, never validated; each subject its own, so that no
+            return f"{default_responder(body)} ({body['model']})"  # two simulator prompts are alike
+        if kind == "user_move":
+            with self.lock:
+                self.seen[json.dumps(body["messages"])] += 1
+                if self.seen[json.dumps(body["messages"])] == self.simulator_attempts:
+                    return default_responder(body)
+        return "not json"
+
+
+@pytest.mark.parametrize("director", [False, True])
+def test_a_run_at_its_worst_makes_exactly_the_counted_calls(director: bool, tmp_path: Path) -> None:
+    """Judges, probe and director never valid, the simulator valid only at its last attempt, no
+    stop rule before the turn limit: the run makes every call the dry run counts, no more."""
+    with FakeOpenAIServer(FakeState(responder=WorstCase(simulator_attempts=3))) as server:
+        data = small_config(server.base_url, seeds=[0], limit_cases=1, min_turns=3)
+        data["subjects"] = [role(server.base_url, "subject-model", 50, label="subject-a"),
+                            role(server.base_url, "other-model", 50, label="subject-b")]
+        if director:
+            data["director"] = role(server.base_url, "director-model", 80)
+        cfg = validate_config(load_config_data(write(tmp_path / "run.yaml", data)), "test")
+        expected = estimate(cfg, ROOT)
+        asyncio.run(run_benchmark(cfg, tmp_path / "run", show_progress=False))
+        made = Counter(r["body"]["model"] for r in server.state.requests)
+    counted: Counter[str] = Counter()
+    for load in expected.roles:
+        counted[load.config.binding.split(":", 1)[1].split("@")[0]] += load.calls
+    assert made == +counted
+    assert made["judge-model"] > 0 and made["sim-model"] > 0 and (made["director-model"] > 0) == director
+
+
+def test_a_resumed_dry_run_counts_what_is_left_and_checks_the_run(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    data = small_config(fake.base_url, limit_cases=1, seeds=[0], max_turns=2, min_turns=2)
+    data["subjects"] = data["subjects"][:1]
+    cfg = validate_config(load_config_data(write(tmp_path / "run.yaml", data)), "test")
+    asyncio.run(run_benchmark(cfg, tmp_path / "run", show_progress=False))
+    made = len(fake.state.requests)
+    result = RUNNER.invoke(app, ["run", "--resume", str(tmp_path / "run"), "--dry-run"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "= 0 episode(s)" in result.output and rows(result.output)["total"][0] == "0"
+    changed = RUNNER.invoke(app, ["run", "--resume", str(tmp_path / "run"), "--max-turns", "3", "--dry-run"])
+    assert changed.exit_code == 2 and "pass --force to resume anyway" in changed.output
+    assert len(fake.state.requests) == made
