@@ -6,8 +6,10 @@ vLLM OpenAI server with the demo's server flags, and sent, one at a time:
   distinct so the prefix cache cannot answer, with max_tokens 1;
 - decode: a short prompt and 96 generated tokens (``min_tokens`` = ``max_tokens``).
 Prints the CPU's bf16 flags, tokens/s per dtype, and the float32/bfloat16 ratios of one run.
+A variant ``DTYPE:reserve0`` also gives vLLM's OpenMP workers the core the CPU build otherwise
+keeps for its scheduler (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``).
 
-    HF_HUB_OFFLINE=1 python bench/bench_dtype.py [--dtypes float32,bfloat16] [--prompts 3]
+    HF_HUB_OFFLINE=1 python bench/bench_dtype.py [--variants float32,bfloat16,float32:reserve0] [--prompts 3]
 """
 
 from __future__ import annotations
@@ -37,13 +39,18 @@ async def one(session: aiohttp.ClientSession, url: str, model: str, prompt: str,
     return int(data["usage"]["prompt_tokens"]), int(data["usage"]["completion_tokens"]), wall
 
 
-async def measure(dtype: str, args: argparse.Namespace, log_dir: Path) -> dict[str, float]:
+async def measure(variant: str, args: argparse.Namespace, log_dir: Path) -> dict[str, float]:
     from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model
     from emobench.endpoints.structured import VLLM_BOUNDED_SERVER_ARGS
     from emobench.endpoints.vllm_server import launch_server, stop_server, wait_healthy
 
+    dtype, _, option = variant.partition(":")
+    if option == "reserve0":
+        os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    else:
+        os.environ.pop("VLLM_CPU_NUM_OF_RESERVED_CPU", None)
     folder = prepare_embedded_model(dtype)
-    log = log_dir / f"vllm-{dtype}.log"
+    log = log_dir / f"vllm-{dtype}-{option}.log"
     t0 = time.perf_counter()
     proc, base = launch_server(str(folder), SERVED_NAME, log, (*VLLM_BOUNDED_SERVER_ARGS, "--dtype", dtype))
     rng = random.Random(0)
@@ -74,7 +81,7 @@ async def measure(dtype: str, args: argparse.Namespace, log_dir: Path) -> dict[s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--variants", default="float32,bfloat16")
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--prompt-words", type=int, default=900, help="about one token per word")
     ap.add_argument("--decode-tokens", type=int, default=96)
@@ -89,9 +96,9 @@ def main() -> None:
     print(load_line(), flush=True)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for dtype in args.dtypes.split(","):
-            r = results[dtype] = asyncio.run(measure(dtype, args, Path(tmp)))
-            print(f"{dtype:9s} server up in {r['start_s']:.0f} s; prefill of {r['prompt_tokens']:.0f} tokens "
+        for variant in args.variants.split(","):
+            r = results[variant] = asyncio.run(measure(variant, args, Path(tmp)))
+            print(f"{variant:16s} server up in {r['start_s']:.0f} s; prefill of {r['prompt_tokens']:.0f} tokens "
                   f"{r['prefill_s']:.1f} s ({r['prefill_tps']:.0f} tokens/s); decode {r['decode_tps']:.1f} tokens/s", flush=True)
     if {"float32", "bfloat16"} <= results.keys():
         f32, bf16 = results["float32"], results["bfloat16"]
