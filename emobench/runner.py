@@ -29,12 +29,13 @@ from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provena
 from emobench.errors import EndpointError, InputError
 from emobench.judging.mdep import judge_turn
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
+from emobench.library_paths import library_root
 from emobench.prompts import load_template
 from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict, RoleInfo
 from emobench.registry import Case, Registry, load_registry
 from emobench.rundir import RunDir, read_records
 
-ROOT = Path(emobench.__file__).resolve().parents[1]
+ROOT = library_root()
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,10 @@ class RunResult:
 
 
 def git_sha(root: Path) -> str | None:
+    """The checkout's commit; None for an installed package (its library may lie inside some
+    other repository, e.g. a project's .venv, whose commit says nothing about emobench)."""
+    if not (root / ".git").exists():
+        return None
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
