@@ -4,17 +4,22 @@ model call and before any directory is written: one line naming the piece, exit 
 from __future__ import annotations
 
 import importlib
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import emobench.preflight
 from emobench.cli import app
+from emobench.errors import InputError
 from emobench.trackers.affect import default_tracker
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer
@@ -191,3 +196,36 @@ def test_a_rescore_checks_its_panel_before_any_call(
         result = cli.invoke(app, ["judge", str(run), "--panel", str(path), "--no-cache"])
         _refused(result, expected)
         assert fake.state.requests == [] and _files(run) == before and not (run / "panels").exists()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    depth=st.integers(min_value=0, max_value=4),
+    made=st.integers(min_value=0, max_value=4),
+    file_at=st.none() | st.integers(min_value=0, max_value=4),
+)
+def test_the_out_folder_check_refuses_exactly_a_file_in_the_way_and_writes_nothing(
+    tmp_path: Path, depth: int, made: int, file_at: int | None
+) -> None:
+    """An out path of `depth` levels under a fresh folder, of which the first `made` exist,
+    possibly with a plain file at one level: refused iff that file lies on the path."""
+    base = Path(tempfile.mkdtemp(dir=tmp_path))  # hypothesis reuses tmp_path across examples
+    parts = [f"level{i}" for i in range(depth)]
+    made = min(made, depth)
+    if made:
+        (base.joinpath(*parts[:made])).mkdir(parents=True)
+    blocked = file_at is not None and file_at < depth and file_at <= made
+    if blocked:
+        assert file_at is not None
+        blocker = base.joinpath(*parts[: file_at + 1])
+        if blocker.is_dir():
+            shutil.rmtree(blocker)
+        blocker.write_text("in the way")
+    before = _files(base)
+    out = base.joinpath(*parts)
+    if blocked:
+        with pytest.raises(InputError, match="not a folder"):
+            emobench.preflight._check_writable(out)
+    else:
+        emobench.preflight._check_writable(out)
+    assert _files(base) == before

@@ -19,6 +19,9 @@ import pandas as pd
 import pytest
 
 from emobench.library_paths import LIBRARY_ITEMS, library_file, library_root
+from emobench.prompts import load_template
+from emobench.registry import load_registry
+from emobench.runner import ROOT
 from tests.fake_openai import FakeOpenAIServer, FakeState
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -119,6 +122,9 @@ def test_the_light_install_scores_a_run_from_outside_the_checkout(light_venv: Pa
     run = user / "runs" / "r"
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["split"] == "dev" and manifest["git_sha"] is None  # not run from a checkout
+    # The wheel's library is the checkout's: the same cards and templates, hence the same versions.
+    assert manifest["registry_version"] == load_registry(ROOT).version("dev")
+    assert manifest["prompt_versions"]["simulator"] == load_template(ROOT / "prompts" / "simulator.j2").version
     scores = pd.read_parquet(run / "scores.parquet")
     assert len(scores) == 2  # 2 cases x 1 seed x 1 subject
     # The affect tracker read every user turn.
