@@ -61,7 +61,6 @@ def _check_provider_keys(roles: list[tuple[str, RoleConfig]], source: str | Path
     (ANTHROPIC_API_KEY, ...); litellm knows which. Only *_API_KEY names are required: other
     settings it lists (a local server's base, cloud credentials) have working defaults."""
     hosted = [(f, r) for f, r in roles if r.api_key_env is None and parse_binding(r.binding).kind == "litellm"]
-    hosted = [(f, r) for f, r in hosted if not parse_binding(r.binding).base_urls]
     if not hosted:
         return
     import litellm
