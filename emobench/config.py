@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from emobench.endpoints.binding import parse_binding
 from emobench.episode.roles import Limits
 from emobench.errors import InputError
+from emobench.library_paths import library_file, library_root
 from emobench.profiles import DEFAULT_PROFILE, ProfileName
 from emobench.records import Sampling
 
@@ -145,9 +146,7 @@ def resolve_panel(data: dict[str, Any], source: str | Path, root: Path) -> dict[
 
 
 def validate_config(data: dict[str, Any], source: str | Path, root: Path | None = None) -> RunConfig:
-    from emobench.prompts import ROOT
-
-    data = resolve_panel(data, source, root or ROOT)
+    data = resolve_panel(data, source, root or library_root())
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
@@ -165,6 +164,9 @@ def validate_config(data: dict[str, Any], source: str | Path, root: Path | None 
 
 
 def load_config_data(path: Path) -> dict[str, Any]:
+    """A config or panel YAML; a relative path missing from the current folder is looked up in
+    the library (library_file), so ``--config configs/standard.yaml`` works from any folder."""
+    path = library_file(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

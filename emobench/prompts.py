@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from emobench.errors import InputError
+from emobench.library_paths import library_root
 
 if TYPE_CHECKING:
     from emobench.registry import Case
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = library_root()
 
 _env = jinja2.Environment(
     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, autoescape=False

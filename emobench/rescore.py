@@ -16,10 +16,11 @@ from rich.console import Console
 
 from emobench.config import PanelConfig, load_config_data, validate_config
 from emobench.endpoints.cache import ResponseCache
-from emobench.endpoints.pool import EndpointPool, require_keys
+from emobench.endpoints.pool import EndpointPool
 from emobench.errors import InputError
 from emobench.importers.cards import registry_for
 from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
+from emobench.preflight import preflight
 from emobench.rundir import RunDir
 from emobench.runner import ROOT, _caller
 
@@ -46,7 +47,6 @@ async def rescore(
     manifest = source.read_manifest()
     config = validate_config(manifest["config"], source.manifest, root)
     panel_config = load_panel(panel_path)
-    require_keys([(f"judges[{i}]", judge) for i, judge in enumerate(panel_config.judges)], panel_path)
     registry = registry_for(source.path, root)  # an imported run keeps its own cards
     # A run on an earlier edition finds its cases in the archived split (e.g. test-v1).
     if registry.split_with_version(manifest["registry_version"]) is None and not force:
@@ -54,6 +54,11 @@ async def rescore(
             source.manifest, "registry_version", "the case cards changed since this run; pass --force to rescore anyway"
         )
     out = RunDir(source.path / "panels" / panel_config.name)
+    preflight(
+        roles=[(f"judges[{i}]", judge) for i, judge in enumerate(panel_config.judges)], panel=panel_config,
+        scoring_profile=config.scoring_profile, out_dir=out.path, root=root, source=panel_path,
+        tracker="external" not in manifest,  # an imported run's scores come with it
+    )
     out.create()
     out.repair()
     episodes = source.read_episodes()

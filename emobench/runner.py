@@ -23,18 +23,20 @@ import emobench
 from emobench.config import RoleConfig, RunConfig
 from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.client import ChatEndpoint
-from emobench.endpoints.pool import EndpointPool, require_keys
+from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, RoleCaller
 from emobench.errors import EndpointError, InputError
 from emobench.judging.mdep import judge_turn
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
+from emobench.library_paths import library_root
+from emobench.preflight import preflight
 from emobench.prompts import load_template
 from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict, RoleInfo
 from emobench.registry import Case, Registry, load_registry
 from emobench.rundir import RunDir, read_records
 
-ROOT = Path(emobench.__file__).resolve().parents[1]
+ROOT = library_root()
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class RunResult:
 
 
 def git_sha(root: Path) -> str | None:
+    """The checkout's commit; None for an installed package (its library may lie inside some
+    other repository, e.g. a project's .venv, whose commit says nothing about emobench)."""
+    if not (root / ".git").exists():
+        return None
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
@@ -222,8 +228,11 @@ async def run_benchmark(
     cases = select_cases(registry, config)
     registry_version = registry.version(config.split)
     rd = RunDir(run_dir)
-    require_keys(config.bindings(), "config")
     _check_resume(rd, config, registry_version, resume, force)
+    preflight(
+        roles=config.bindings(), panel=config.panel, scoring_profile=config.scoring_profile,
+        out_dir=rd.path, root=root, source="config",
+    )
     prompts = load_prompts(root, config)
     done, judged = _finished(rd, registry.cases(config.split))
     unjudged = done - judged

@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from emobench.endpoints.client import Completion, EndpointStats
 from emobench.errors import InputError
+from emobench.library_paths import library_root
 from emobench.records import Sampling
 
-LINES_DIR = Path(__file__).resolve().parents[2] / "prompts" / "scripted"
+LINES_DIR = library_root() / "prompts" / "scripted"
 ENDPOINT = "in-process"
 
 

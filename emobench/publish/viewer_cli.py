@@ -13,12 +13,13 @@ from rich.console import Console
 
 from emobench.cli_support import one_line_errors
 from emobench.errors import InputError
+from emobench.library_paths import library_root
 from emobench.publish.episodes import RunView, open_run
 from emobench.registry import Case, load_registry
 
 RunArg = Annotated[Path, typer.Argument(help="A run directory, e.g. runs/<id>.")]
 PanelOpt = Annotated[str | None, typer.Option(help="Show the rescore in RUN/panels/<PANEL>/, not the run's own judges.")]
-LIBRARY = Path(__file__).resolve().parents[2]  # scenarios/ and personas/ beside the package
+LIBRARY = library_root()
 
 
 def _open(run_dir: Path, panel: str | None) -> RunView:

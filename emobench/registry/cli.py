@@ -10,9 +10,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-import emobench
 from emobench.cli_support import SPLITS, one_line_errors
 from emobench.errors import InputError
+from emobench.library_paths import library_root
 from emobench.registry.filters import (
     MIN_COUNTERFACTUAL_SETS,
     TARGETS,
@@ -29,7 +29,7 @@ app = typer.Typer(
 )
 console = Console()
 
-DEFAULT_ROOT = Path(emobench.__file__).resolve().parents[1]
+DEFAULT_ROOT = library_root()
 RootOpt = Annotated[
     Path, typer.Option("--root", help="Library root holding scenarios/ and personas/.")
 ]

