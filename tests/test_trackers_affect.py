@@ -157,7 +157,8 @@ def test_valence_is_the_heads_softmax_over_reference_embeddings() -> None:
         p = softmax(x @ w["valence_w"] + w["valence_b"], axis=1)
     expected = p[:, 2] - p[:, 0]
     assert np.ptp(expected) > 1.0  # the texts span the scale
-    assert valence(texts) == pytest.approx(expected.tolist(), abs=1e-4)
+    # 1e-3: the reference embeddings are stored in float16 (the valences are read to 2 decimals).
+    assert valence(texts) == pytest.approx(expected.tolist(), abs=1e-3)
 
 
 @pytest.mark.parametrize(

@@ -57,14 +57,17 @@ def _pair(a: float, b: float) -> str:
 def test_card_figures_table_is_the_provenance() -> None:
     al, kept, auc = TEST["all"], TEST["kept_only"], TEST["polarity_auc"]
     n = al["classes"]["neutral"], kept["classes"]["neutral"]
+    polarity = f"polarity AUC ({auc['n_positive']:,} positive vs {auc['n_negative']:,} negative texts)"
     expected = {
         "macro-F1, 8 kept classes, all": [al["macro_f1"], al["majority_macro_f1"], "–"],
         "macro-F1, 8 kept classes, kept only": [kept["macro_f1"], kept["majority_macro_f1"], "–"],
-        "neutral precision / recall, all": [_pair(n[0]["precision"], n[0]["recall"]), _pair(al["majority_neutral_share"], 1.0), "–"],
+        "neutral precision / recall, all": [
+            _pair(n[0]["precision"], n[0]["recall"]), _pair(al["majority_neutral_share"], 1.0), "–"
+        ],
         "neutral precision / recall, kept only": [
             _pair(n[1]["precision"], n[1]["recall"]), _pair(kept["majority_neutral_share"], 1.0), "–"
         ],
-        f"polarity AUC ({auc['n_positive']:,} positive vs {auc['n_negative']:,} negative texts)": [auc["head"], 0.5, auc["vader"]],
+        polarity: [auc["head"], 0.5, auc["vader"]],
         "EmoBank test valence, Pearson / Spearman": [
             _pair(EMOBANK["head"]["pearson"], EMOBANK["head"]["spearman"]), "–",
             _pair(EMOBANK["vader"]["pearson"], EMOBANK["vader"]["spearman"]),

@@ -293,9 +293,9 @@ class Encoder:
         heads, size = w.heads, hidden // w.heads
         ids = np.zeros((n, width), dtype=np.int64)
         mask = np.zeros((n, width), dtype=np.float32)
-        for row, tokens in enumerate(batch):
-            ids[row, : len(tokens)] = tokens
-            mask[row, : len(tokens)] = 1.0
+        for row, text_ids in enumerate(batch):
+            ids[row, : len(text_ids)] = text_ids
+            mask[row, : len(text_ids)] = 1.0
         # Padded keys get no attention weight; padded queries are computed and pooled out.
         key_bias = ((mask - 1.0) * np.float32(1e9))[:, None, None, :]
         x = (w.word[ids] + w.position_and_type[:width]).reshape(n * width, hidden)
