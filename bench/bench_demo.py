@@ -3,12 +3,13 @@
 Each variant runs the whole demo once, as ``nox -s demo`` does once ``.venv`` exists: convert
 (cached), start the embedded model's vLLM server, play 2 cases x 4 turns with two subjects,
 judge, score, print the leaderboard. Variants:
-- ``default``: what emobench does (float32 on a CPU without native bf16, vLLM's thread layout);
+- ``default``: what emobench does (float32 on a CPU without native bf16; on 4 cores or fewer,
+  vLLM's OpenMP workers also get the core its CPU build keeps for the scheduler);
 - ``bfloat16``: the embedded model in bfloat16 (``EMOBENCH_EMBEDDED_DTYPE``), the slow case on such a CPU;
-- ``reserve0``: vLLM's OpenMP workers also get the core the CPU build keeps for its scheduler.
+- ``reserve1``: vLLM's own thread layout, one core kept for its scheduler.
 Prints the CPU, each variant's wall time and its ratio to the first variant, measured in one run.
 
-    HF_HUB_OFFLINE=1 python bench/bench_demo.py [--variants default,reserve0]
+    HF_HUB_OFFLINE=1 python bench/bench_demo.py [--variants default,reserve1]
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from _servers import load_line
 VARIANTS = {
     "default": {},
     "bfloat16": {"EMOBENCH_EMBEDDED_DTYPE": "bfloat16"},
-    "reserve0": {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"},
+    "reserve1": {"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"},
 }
 
 
@@ -55,7 +56,7 @@ def run_demo(variant: str, out: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variants", default="default,reserve0")
+    ap.add_argument("--variants", default="default,reserve1")
     args = ap.parse_args()
     print(cpu_line())
     print(load_line(), flush=True)

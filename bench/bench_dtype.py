@@ -6,10 +6,10 @@ vLLM OpenAI server with the demo's server flags, and sent, one at a time:
   distinct so the prefix cache cannot answer, with max_tokens 1;
 - decode: a short prompt and 96 generated tokens (``min_tokens`` = ``max_tokens``).
 Prints the CPU's bf16 flags, tokens/s per dtype, and the float32/bfloat16 ratios of one run.
-A variant ``DTYPE:reserve0`` also gives vLLM's OpenMP workers the core the CPU build otherwise
-keeps for its scheduler (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``).
+A variant ``DTYPE:reserve1`` keeps vLLM's own thread layout (one core for its scheduler), which
+emobench otherwise changes on 4 cores or fewer (``VLLM_CPU_NUM_OF_RESERVED_CPU``).
 
-    HF_HUB_OFFLINE=1 python bench/bench_dtype.py [--variants float32,bfloat16,float32:reserve0] [--prompts 3]
+    HF_HUB_OFFLINE=1 python bench/bench_dtype.py [--variants float32,bfloat16,float32:reserve1] [--prompts 3]
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ async def measure(variant: str, args: argparse.Namespace, log_dir: Path) -> dict
     from emobench.endpoints.vllm_server import launch_server, stop_server, wait_healthy
 
     dtype, _, option = variant.partition(":")
-    if option == "reserve0":
-        os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    if option == "reserve1":
+        os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "1"
     else:
         os.environ.pop("VLLM_CPU_NUM_OF_RESERVED_CPU", None)
     folder = prepare_embedded_model(dtype)

@@ -25,3 +25,14 @@ def test_gpu_build_keeps_vllm_defaults_and_takes_extra_args(monkeypatch: pytest.
     cmd = vllm_server.server_command("/models/m", "m", 8000, ["--tensor-parallel-size", "2"])
     assert "--no-enable-chunked-prefill" not in cmd and "--enforce-eager" not in cmd
     assert cmd[-2:] == ["--tensor-parallel-size", "2"]
+
+
+def test_small_cpu_gives_every_core_to_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vllm_server, "is_cpu_build", lambda: True)
+    env = vllm_server.server_env({"PATH": "/bin"}, cores=2)
+    assert env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0" and env["HF_HUB_OFFLINE"] == "1" and env["PATH"] == "/bin"
+    assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in vllm_server.server_env({}, cores=16)  # vLLM's own layout
+    # A value the user set is kept, on any machine.
+    assert vllm_server.server_env({"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}, cores=2)["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+    monkeypatch.setattr(vllm_server, "is_cpu_build", lambda: False)
+    assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in vllm_server.server_env({}, cores=2)
