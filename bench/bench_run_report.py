@@ -61,10 +61,10 @@ def main() -> None:
         run_dir = Path(tmp) / "bench-run"
         subprocess.run([sys.executable, __file__, "--generate", str(run_dir), "--cases", str(args.cases),
                         "--seeds", str(args.seeds)], check=True)
-        from emobench.publish.episodes import open_run
         from emobench.publish.html import write_page
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
-        from emobench.publish.run_report import write_run_report
+        from emobench.viewer.episodes import open_run
+        from emobench.viewer.run_report import write_run_report
 
         load = os.getloadavg()[0]
         # CPU seconds beside wall seconds: on a shared, loaded machine the CPU time is the steadier.

@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
 # name -> where the command lives and its line in `emobench --help` (a test checks the lines).
 COMMANDS = {
-    "show": Lazy("emobench.publish.viewer_cli:show", "List a run's episodes, or print one conversation turn by turn."),
+    "show": Lazy("emobench.viewer.cli:show", "List a run's episodes, or print one conversation turn by turn."),
     "report": Lazy(
-        "emobench.publish.viewer_cli:report",
+        "emobench.viewer.cli:report",
         "Write one self-contained HTML page of a run: episodes, transcripts, plots, reliability.",
     ),
     "validate": Lazy(

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from emobench.cli import app
-from emobench.publish.episodes import open_run
-from emobench.publish.run_report import write_run_report
+from emobench.viewer.episodes import open_run
+from emobench.viewer.run_report import write_run_report
 from tests.synthetic_runs import SubjectTruth, write_episodes, write_run
 from tests.test_html import _run, chromium  # noqa: F401  (the fixture)
 
@@ -144,7 +144,7 @@ def test_output_is_paged_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> 
     from rich.console import Console
     from rich.text import Text
 
-    from emobench.publish.transcript import print_paged
+    from emobench.viewer.transcript import print_paged
 
     shown: list[str] = []
     monkeypatch.setattr("rich.pager.SystemPager.show", lambda self, content: shown.append(content))

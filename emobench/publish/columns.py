@@ -60,10 +60,10 @@ def atomic_write(target: Path, write: Callable[[Path], Any]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def page_environment() -> jinja2.Environment:
-    """A jinja2 environment for the publish templates: autoescaped, strict. Each page adds its filters."""
+def page_environment(package: str = "emobench.publish") -> jinja2.Environment:
+    """A jinja2 environment for a package's page templates: autoescaped, strict. Each page adds its filters."""
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("emobench.publish", "templates"),
+        loader=jinja2.PackageLoader(package, "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

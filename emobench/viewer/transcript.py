@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from emobench.publish.episodes import AXES, EpisodeRow, EpisodeView, JudgeLevels, RunView, TurnView, flag_summary
+from emobench.viewer.episodes import AXES, EpisodeRow, EpisodeView, JudgeLevels, RunView, TurnView, flag_summary
 
 
 def num(x: float | None, digits: int = 1) -> str:

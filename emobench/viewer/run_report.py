@@ -17,11 +17,11 @@ import numpy as np
 from markupsafe import Markup
 
 from emobench.publish.columns import atomic_write, page_environment, short_version
-from emobench.publish.episodes import EpisodeRow, EpisodeView, RunView, flag_summary
 from emobench.publish.plots import subject_colors
-from emobench.publish.run_plots import summary_plot
+from emobench.viewer.episodes import EpisodeRow, EpisodeView, RunView, flag_summary
+from emobench.viewer.run_plots import summary_plot
 
-_env = page_environment()
+_env = page_environment("emobench.viewer")
 _env.filters["fmt"] = lambda x, digits=1: "–" if x is None else f"{float(x):.{digits}f}"
 _env.filters["short"] = short_version
 _env.filters["flags"] = flag_summary

@@ -14,8 +14,8 @@ from rich.console import Console
 from emobench.cli_support import one_line_errors
 from emobench.errors import InputError
 from emobench.library_paths import library_root
-from emobench.publish.episodes import RunView, open_run
 from emobench.registry import Case, load_registry
+from emobench.viewer.episodes import RunView, open_run
 
 RunArg = Annotated[Path, typer.Argument(help="A run directory, e.g. runs/<id>.")]
 PanelOpt = Annotated[str | None, typer.Option(help="Show the rescore in RUN/panels/<PANEL>/, not the run's own judges.")]
@@ -46,8 +46,8 @@ def show(
     pager: Annotated[bool | None, typer.Option("--pager/--no-pager", help="Page the output (default: on a terminal).")] = None,
 ) -> None:
     """List a run's episodes, or print one conversation turn by turn."""
-    from emobench.publish.episodes import select
-    from emobench.publish.transcript import episode_table, episode_view, print_paged
+    from emobench.viewer.episodes import select
+    from emobench.viewer.transcript import episode_table, episode_view, print_paged
 
     console = Console()
     with one_line_errors():
@@ -75,7 +75,7 @@ def report(
     panel: PanelOpt = None,
 ) -> None:
     """Write one self-contained HTML page of a run: episodes, transcripts, plots, reliability."""
-    from emobench.publish.run_report import write_run_report
+    from emobench.viewer.run_report import write_run_report
 
     with one_line_errors():
         run = _open(run_dir, panel)
