@@ -236,6 +236,20 @@ def load_line() -> str:
     return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores"
 
 
+def cpu_line() -> str:
+    from emobench.endpoints.embedded import BF16_FLAGS, cpu_flags, served_dtype
+
+    name = "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+        if line.startswith("model name"):
+            name = line.partition(":")[2].strip()
+            break
+    flags = cpu_flags()
+    simd = " ".join(sorted(f for f in flags if f.startswith(("avx512", "amx")) or f == "avx2")) or "-"
+    return (f"CPU: {name}, {os.cpu_count()} cores; flags {simd}; native bf16: {'yes' if flags & BF16_FLAGS else 'no'}; "
+            f"embedded model served in {served_dtype()} by default")
+
+
 def episode_grid(episodes: int) -> tuple[int, int]:
     """(cases, seeds) covering at least ``episodes``: 25 of the test split's 30 cases, as many seeds as it takes."""
     seeds = -(-episodes // 25)

@@ -22,27 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _servers import load_line
+from _servers import cpu_line, load_line
 
 VARIANTS = {
     "default": {},
     "bfloat16": {"EMOBENCH_EMBEDDED_DTYPE": "bfloat16"},
     "reserve1": {"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"},
 }
-
-
-def cpu_line() -> str:
-    from emobench.endpoints.embedded import BF16_FLAGS, cpu_flags, served_dtype
-
-    name = "unknown CPU"
-    for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-        if line.startswith("model name"):
-            name = line.partition(":")[2].strip()
-            break
-    flags = cpu_flags()
-    simd = " ".join(sorted(f for f in flags if f.startswith(("avx512", "amx")) or f == "avx2")) or "-"
-    return (f"CPU: {name}, {os.cpu_count()} cores; flags {simd}; native bf16: {'yes' if flags & BF16_FLAGS else 'no'}; "
-            f"embedded model served in {served_dtype()} by default")
 
 
 def run_demo(variant: str, out: Path) -> float:

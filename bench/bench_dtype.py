@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import aiohttp
-from _servers import load_line
+from _servers import cpu_line, load_line
 
 WORDS = "time home feel talk work family friend know think want need tell today week worry hope plan help".split()
 
@@ -87,12 +87,7 @@ def main() -> None:
     ap.add_argument("--decode-tokens", type=int, default=96)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from emobench.endpoints.embedded import BF16_FLAGS, cpu_flags, served_dtype
-
-    flags = cpu_flags()
-    simd = sorted(f for f in flags if f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))
-    print(f"CPU: {os.cpu_count()} cores; flags {' '.join(simd) or '-'}; native bf16: "
-          f"{'yes' if flags & BF16_FLAGS else 'no'}; emobench serves the embedded model in {served_dtype()}")
+    print(cpu_line())
     print(load_line(), flush=True)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
