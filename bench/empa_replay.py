@@ -15,15 +15,14 @@ import csv
 from collections import Counter
 from pathlib import Path
 
+from emobench.external.empa_cases import PUBLISHED_COLUMNS, published_epmq
 from emobench.importers.cards import build_case
 from emobench.importers.empa import to_episode
 from emobench.importers.empa_format import read_case, read_metadata, result_folders
-from emobench.profiles import load_profile
 from emobench.registry.hashing import registry_version
 from emobench.scoring.episode_scores import score_episode
-from emobench.scoring.epmq import INDEX_NAMES
 
-COLUMNS = {name: f"Idx_{name.capitalize()}" for name in INDEX_NAMES} | {"rdi": "Idx_RDI"}
+COLUMNS = PUBLISHED_COLUMNS
 
 
 def _published_summary(results: Path) -> dict[str, float]:
@@ -32,15 +31,6 @@ def _published_summary(results: Path) -> dict[str, float]:
         return {}
     with path.open(encoding="utf-8-sig", newline="") as fh:
         return {row["Model"]: float(row["EPM-Q Score"]) for row in csv.DictReader(fh)}
-
-
-def _published_epmq(row: dict[str, str]) -> float:
-    w = load_profile("empa").indices.weights
-    idx = {name: float(row[col]) for name, col in COLUMNS.items()}
-    outcome = (idx["rdi"] + idx["etot"] + idx["snet"]) / 3
-    efficiency = (idx["rho"] + idx["sproj"] + idx["tau"]) / 3
-    stability = (idx["rpos"] + idx["align"] + idx["pen"]) / 3
-    return w.outcome * outcome + w.efficiency * efficiency + w.stability * stability
 
 
 def main() -> None:
@@ -70,7 +60,7 @@ def main() -> None:
             successes += bool(scored["success"])
             idx_diff = max(idx_diff, *(abs(scored[n] - float(row[c])) for n, c in COLUMNS.items()))
             ours.append(scored["epmq"])
-            theirs.append(_published_epmq(row))
+            theirs.append(published_epmq(row, folder / "descriptive_statistics.csv"))
             ours_emobench.append(score_episode(episode, card, "replay", profile="emobench")["epmq"])
             totals.update(quirks)
         n = len(ours)

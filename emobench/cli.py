@@ -41,6 +41,9 @@ COMMANDS = {
         "Rate a split's cases with an IEDR judge and report disagreements with the authored levels.",
     ),
     "import": Lazy("emobench.importers.cli:app", "Import another benchmark's recorded runs as an emobench run directory."),
+    "external": Lazy(
+        "emobench.external.cli:app", "Publish another benchmark's recorded runs, re-scored, beside the leaderboard."
+    ),
 }
 
 

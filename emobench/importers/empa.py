@@ -135,7 +135,7 @@ def _config(subjects: list[str], judge: str) -> dict[str, Any]:
     }
 
 
-def _git_commit(folder: Path) -> str | None:
+def git_commit(folder: Path) -> str | None:
     try:
         out = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
     except OSError:
@@ -181,7 +181,7 @@ def import_empa(
     external = {
         "source": "EMPA",
         "repository": repository,
-        "commit": commit or _git_commit(results) or "unknown",
+        "commit": commit or git_commit(results) or "unknown",
         "results_dir": str(results),
         "original_judge": judges[0],
         "imported_at": datetime.now(UTC).isoformat(timespec="seconds"),

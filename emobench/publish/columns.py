@@ -29,6 +29,11 @@ PROFILES_NOTE = (
     "in any direction."
 )
 
+# Schema metadata key of an external bundle's parquet files (leaderboard/external/NAME/): the main
+# page finds the bundles beside it by this key, without importing the package that writes them.
+EXTERNAL_BUNDLE_KEY = b"emobench.external_bundle"
+EXTERNAL_DIR = "external"
+
 # (column, header, scale, digits) for the terminal and the page; scale 100 shows a percentage.
 DISPLAY_COLUMNS = (
     ("epmq", "EPM-Q", 1.0, 1),

@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from markupsafe import Markup
 
 from emobench.publish import plots
 from emobench.publish.columns import (
     DISPLAY_COLUMNS,
+    EXTERNAL_BUNDLE_KEY,
+    EXTERNAL_DIR,
     FAMILIES,
     FAMILY_TITLES,
     PROFILES_NOTE,
@@ -42,7 +45,9 @@ _env.filters["short"] = short_version  # headings; the provenance block keeps th
 _env.filters["compact_json"] = lambda v: json.dumps(v, sort_keys=True, separators=(", ", ": "))
 
 
-def render_html(table: pa.Table, report_links: dict[str, str] | None = None) -> str:
+def render_html(
+    table: pa.Table, report_links: dict[str, str] | None = None, external: list[dict[str, Any]] | None = None
+) -> str:
     meta = read_metadata(table.schema)
     rows = table.to_pylist()
     subjects = sorted({r["subject"] for r in rows})
@@ -81,6 +86,7 @@ def render_html(table: pa.Table, report_links: dict[str, str] | None = None) -> 
         sim_invalid_subjects=[r["subject"] for r in overall if r["simulator_invalid_rate"] > SIMULATOR_INVALID_LIMIT],
         report_links=report_links or {},
         profiles_note=PROFILES_NOTE,
+        external_bundles=external or [],
     )
 
 
@@ -108,8 +114,20 @@ def report_links(run_dirs: Sequence[Path], out_dir: Path) -> dict[str, str]:
     return links
 
 
+def external_bundles(out_dir: Path) -> list[dict[str, Any]]:
+    """The external bundles published beside the page (out_dir/external/NAME/), each with its
+    link and its summary, read from its leaderboard.parquet's schema metadata."""
+    found = []
+    for file in sorted((Path(out_dir) / EXTERNAL_DIR).glob("*/leaderboard.parquet")):
+        raw = (pq.read_schema(file).metadata or {}).get(EXTERNAL_BUNDLE_KEY)
+        if raw is None:
+            continue
+        found.append({**json.loads(raw), "href": f"{EXTERNAL_DIR}/{file.parent.name}/index.html"})
+    return found
+
+
 def write_page(table: pa.Table, out_dir: Path, run_dirs: Sequence[Path] = ()) -> None:
     """Write index.html for a leaderboard table into out_dir, atomically; it links each source
-    run's report.html (`emobench report`) found in run_dirs."""
-    page = render_html(table, report_links(run_dirs, out_dir))
+    run's report.html (`emobench report`) found in run_dirs and each external bundle beside it."""
+    page = render_html(table, report_links(run_dirs, out_dir), external_bundles(out_dir))
     atomic_write(Path(out_dir) / "index.html", lambda p: p.write_text(page, encoding="utf-8"))

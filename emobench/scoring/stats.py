@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 # scipy.special, not scipy.stats: the latter costs seconds of import in every CLI call.
-from scipy.special import ndtr, ndtri, stdtrit
+from scipy.special import ndtr, ndtri, stdtr, stdtrit
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
@@ -265,3 +265,36 @@ def cases_needed(delta: float, sd: float, *, alpha: float = 0.05, power: float =
     if delta == 0:
         raise ValueError("delta must be non-zero")
     return max(2, math.ceil((_z_sum(alpha, power) * sd / abs(delta)) ** 2))
+
+
+def paired_t_pvalue(diffs: FloatArray) -> float:
+    """Two-sided p of the paired t-test that the mean difference is 0 (df = n - 1).
+
+    The gate decides by its bootstrap CI; a p-value is needed where many pairs are tested at
+    once and a multiple-comparison correction (holm_adjust) applies. 1.0 when every difference
+    is 0, 0.0 when they are equal and non-zero."""
+    d = np.asarray(diffs, dtype=np.float64)
+    if d.ndim != 1 or d.size < 2 or np.isnan(d).any():
+        raise ValueError("need at least two non-missing paired differences")
+    mean, sd = float(d.mean()), float(np.std(d, ddof=1))
+    if sd == 0.0:
+        return 1.0 if mean == 0.0 else 0.0
+    t = abs(mean) / (sd / math.sqrt(d.size))
+    return float(2.0 * stdtr(d.size - 1.0, -t))
+
+
+def holm_adjust(p_values: Sequence[float] | FloatArray) -> FloatArray:
+    """Holm's step-down adjusted p-values (Holm 1979), in the input's order.
+
+    The k-th smallest p (k from 0) is multiplied by (m - k), the running maximum keeps the
+    order, and 1 caps it; rejecting where the adjusted p < alpha controls the family-wise
+    error rate at alpha for any dependence between the tests."""
+    p = np.asarray(p_values, dtype=np.float64)
+    if p.ndim != 1 or np.isnan(p).any() or (p < 0).any() or (p > 1).any():
+        raise ValueError("p-values must be a 1-d array in [0, 1]")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    stepped = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
+    adjusted = np.empty(m)
+    adjusted[order] = stepped
+    return adjusted

@@ -1,0 +1,40 @@
+"""`emobench external empa RESULTS_DIR -o DIR`: another benchmark's recorded runs as a bundle of their own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from emobench.cli_support import one_line_errors
+
+app = typer.Typer(
+    help="Publish another benchmark's recorded runs, re-scored, beside the leaderboard.", no_args_is_help=True
+)
+
+
+@app.command("empa")
+def empa(
+    results_dir: Annotated[Path, typer.Argument(help="EMPA's results folder: MODEL/script_*_result.json files.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="The bundle's folder, e.g. leaderboard/external/empa-d59757a.")],
+    commit: Annotated[
+        str | None, typer.Option(help="The EMPA release commit the results come from (default: git, if a checkout).")
+    ] = None,
+    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples for every CI.")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+) -> None:
+    """Re-score EMPA's recorded runs and write leaderboard, cases and pairs parquet, index.html and NOTICE."""
+    with one_line_errors():
+        from emobench.external.bundle import build_empa_bundle
+        from emobench.importers.empa import git_commit
+
+        meta = build_empa_bundle(results_dir, out, commit=commit or git_commit(results_dir) or "unknown",
+                                 n_boot=n_boot, seed=seed)
+        s = meta["pairs"]["epmq_empa"]
+        Console(stderr=True).print(
+            f"wrote {meta['n_subjects']} models x {meta['n_cases']} cases to {out}: {s['separated']} of "
+            f"{s['n_pairs']} pairs separated after Holm, median MDD {s['median_mdd']:.1f}",
+            markup=False,
+        )
