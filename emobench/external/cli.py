@@ -37,4 +37,5 @@ def empa(
             f"wrote {meta['n_subjects']} models x {meta['n_cases']} cases to {out}: {s['separated']} of "
             f"{s['n_pairs']} pairs separated after Holm, median MDD {s['median_mdd']:.1f}",
             markup=False,
+            soft_wrap=True,
         )
