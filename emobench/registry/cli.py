@@ -20,9 +20,16 @@ from emobench.registry.filters import (
     stratification,
     stratum_count,
 )
-from emobench.registry.loader import Registry, load_persona, load_registry, load_scenario
+from emobench.registry.loader import (
+    Registry,
+    load_library_info,
+    load_persona,
+    load_registry,
+    load_scenario,
+)
 from emobench.registry.models import AXES, CATEGORIES, DIFFICULTIES, THRESHOLDS, VALENCES, Case
 from emobench.registry.rules import check_library
+from emobench.registry.story_shape import shape_shares
 
 app = typer.Typer(
     help="Browse and check the scenario and persona library.", no_args_is_help=True
@@ -107,7 +114,7 @@ def show(
     console.print(f"\n[bold]Scenario[/bold] {sc.id} v{sc.version}")
     _say(f"category: {sc.category}   valence: {case.valence}"
          f"{'   (professional help)' if sc.professional_help else ''}")
-    _say(f"topic: {sc.topic}\nhidden need: {sc.hidden_need}")
+    _say(f"topic: {sc.topic}\nhidden need: {case.hidden_need}")
     for i, stage in enumerate(sc.stages, 1):
         _say(f"  stage {i}: {stage}")
     for memory in sc.memories:
@@ -122,6 +129,12 @@ def show(
     for axis in AXES:
         need = pe.needs[axis]
         _say(f"  need {axis}: {need.level} - {need.why}")
+
+
+def _edition_of(root: Path) -> int | None:
+    """The edition library.yaml names, when the card sits in a library that has one."""
+    info = root / "library.yaml"
+    return load_library_info(info).edition if info.is_file() else None
 
 
 @app.command()
@@ -142,7 +155,7 @@ def validate(
             typer.echo(f"ok: persona {card.id} ({card.content_hash[:12]})")
             return
         if kind == "scenarios":
-            scenario = load_scenario(target)
+            scenario = load_scenario(target, _edition_of(target.parents[1]))
             typer.echo(f"ok: scenario {scenario.id} ({scenario.content_hash[:12]})")
             return
         if kind != "splits":
@@ -192,6 +205,11 @@ def _stats_table(reg: Registry, split: str) -> tuple[Table, bool]:
     table.add_row("counterfactual sets", "library", str(library_sets),
                   f"≥ {MIN_COUNTERFACTUAL_SETS}", "✓" if met else "✗")
     table.add_row("counterfactual sets", f"used in {split}", str(in_split), "-", "")
+    table.add_section()
+    for share in shape_shares(reg):
+        all_met &= share.met
+        table.add_row(f"shape: {share.name}", share.detail, f"{share.count}/{share.total}",
+                      share.bound, "✓" if share.met else "✗")
     return table, all_met
 
 
