@@ -119,6 +119,17 @@ def test_counterfactual_sets(reg: Registry) -> None:
     assert all(c.counterfactual_set is None for c in singles)
 
 
+def test_counterfactual_members_need_different_things_on_their_own_axis(reg: Registry) -> None:
+    sets = reg.counterfactual_sets()
+    assert len(sets) >= 12
+    for scenario_id, cases in sets.items():
+        needs = [" ".join(c.hidden_need.lower().split()) for c in cases]
+        assert len(set(needs)) == len(needs), scenario_id
+        for case in cases:
+            assert case.case_need is not None and case.case_need.axis == case.dominant_axis, case.id
+    assert all(c.case_need is not None and c.case_need.axis == c.dominant_axis for c in reg.edition_cases())
+
+
 def test_files_are_named_by_id(reg: Registry) -> None:
     for folder, cards in (("personas", reg.personas), ("scenarios", reg.scenarios)):
         assert {p.stem for p in (ROOT / folder).glob("*.yaml")} == set(cards)
@@ -186,8 +197,9 @@ def test_cli_validate_and_stats(reg: Registry) -> None:
                           env={"COLUMNS": "160"})
     assert stats.exit_code == 0
     assert "all targets met" in stats.stdout and "✗" not in stats.stdout
-    # total, 6 categories, 3 axes, 4 bands, high threshold, valence share, band margin, sets
-    assert stats.stdout.count("✓") == 1 + 6 + 3 + 4 + 1 + 1 + 1 + 1
+    # total, 6 categories, 3 axes, 4 bands, high threshold, valence share, band margin, good
+    # news per category and per axis, sets, and the four shape shares of the third edition
+    assert stats.stdout.count("✓") == 1 + 6 + 3 + 4 + 1 + 1 + 1 + 6 + 3 + 1 + 4
     dev = runner.invoke(app, ["stats", "--split", "dev", "--root", str(ROOT)], env={"COLUMNS": "160"})
     assert dev.exit_code == 0 and "all targets met" in dev.stdout
 

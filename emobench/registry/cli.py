@@ -29,6 +29,7 @@ from emobench.registry.loader import (
 )
 from emobench.registry.models import AXES, CATEGORIES, DIFFICULTIES, THRESHOLDS, VALENCES, Case
 from emobench.registry.rules import check_library
+from emobench.registry.story_shape import shape_shares
 
 app = typer.Typer(
     help="Browse and check the scenario and persona library.", no_args_is_help=True
@@ -204,6 +205,11 @@ def _stats_table(reg: Registry, split: str) -> tuple[Table, bool]:
     table.add_row("counterfactual sets", "library", str(library_sets),
                   f"≥ {MIN_COUNTERFACTUAL_SETS}", "✓" if met else "✗")
     table.add_row("counterfactual sets", f"used in {split}", str(in_split), "-", "")
+    table.add_section()
+    for share in shape_shares(reg):
+        all_met &= share.met
+        table.add_row(f"shape: {share.name}", share.detail, f"{share.count}/{share.total}",
+                      share.bound, "✓" if share.met else "✗")
     return table, all_met
 
 

@@ -54,6 +54,9 @@ def stratification(cases: Iterable[Case]) -> dict[str, Counter[str]]:
     cases = list(cases)
     counts = {dim: Counter(read(c) for c in cases) for dim, read in DIMENSIONS.items()}
     counts["total"] = Counter({"cases": len(cases)})
+    good_news = [c for c in cases if c.valence != "negative"]
+    counts["positive_or_mixed_by_category"] = Counter(c.scenario.category for c in good_news)
+    counts["positive_or_mixed_by_axis"] = Counter(c.dominant_axis for c in good_news)
     counts["band_margin"] = Counter(
         {f"below {MIN_BAND_MARGIN}": sum(band_margin(c) < MIN_BAND_MARGIN for c in cases)})
     return counts
@@ -93,7 +96,8 @@ def band_margin(case: Case) -> float:
 
 
 # The stratification of issue 3, mirroring the reference suite's test split; the second
-# edition adds the valence share and a margin from the difficulty band edges.
+# edition adds the valence share and a margin from the difficulty band edges, the third
+# positive or mixed cases in every category and on every dominant axis.
 TARGETS: dict[str, list[Target]] = {
     "test": [
         Target("total", "cases", "==", 30),
@@ -106,10 +110,13 @@ TARGETS: dict[str, list[Target]] = {
         Target("threshold", "high", ">=", 9),
         Target("valence", "positive+mixed", ">=", share=0.25),
         Target("band_margin", f"below {MIN_BAND_MARGIN}", "==", 0),
+        # the third edition: good news on every topic and for every kind of need
+        *(Target("positive_or_mixed_by_category", cat, ">=", 1) for cat in CATEGORIES),
+        *(Target("positive_or_mixed_by_axis", axis, ">=", 1) for axis in AXES),
     ],
     "dev": [
         Target("total", "cases", ">=", 60),
         Target("valence", "positive+mixed", ">=", share=0.25),
     ],
 }
-MIN_COUNTERFACTUAL_SETS = 10
+MIN_COUNTERFACTUAL_SETS = 12

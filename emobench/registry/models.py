@@ -10,7 +10,7 @@ import math
 import warnings
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Axis = Literal["C", "A", "P"]
 Level = Literal["high", "medium", "low"]
@@ -44,7 +44,13 @@ _DIFFICULTY_BOUNDS_SQ: tuple[tuple[int, Difficulty], ...] = tuple(
     (edge**2, band) for edge, band in zip(BAND_EDGES, _BANDS_BELOW, strict=True)
 )
 
-Text = Annotated[str, Field(min_length=1)]
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("blank: only whitespace")
+    return text
+
+
+Text = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
 Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=64)]
 
 

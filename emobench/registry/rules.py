@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from emobench.errors import InputError
-from emobench.registry.loader import Registry, Source, display_path
+from emobench.registry.fact_rules import check_edition3
+from emobench.registry.loader import CASE_NEEDS, Registry, Source, display_path
 from emobench.registry.models import AXES, Case, Period, Persona, Scenario
 
 DEMO = "demo"  # the demo split replays test pairs by design
@@ -36,6 +37,7 @@ def check_library(reg: Registry) -> list[InputError]:
         *_persona_facts(reg),
         *_memory_dates(reg),
         *_case_consistency(reg),
+        *(check_edition3(reg) if reg.info.edition >= CASE_NEEDS else ()),
     ]
     return sorted(problems, key=lambda e: (e.source, _natural(e.field), e.problem))
 
@@ -188,8 +190,8 @@ def _case_consistency(reg: Registry) -> Iterator[InputError]:
                 yield InputError(scenario_path, f"memories[{i}].year", f"{memory.year} makes {name} "
                                  f"(born {facts.born}) {then}, which does not fit '{memory.period}' "
                                  f"(case {case.id})")
-        if facts is None:
-            continue
+        if facts is None or reg.info.edition >= CASE_NEEDS:
+            continue  # from edition 3, fact_rules compares every account of a person
         relatives = {rel.name: rel for rel in facts.relatives}
         for i, member in enumerate(case.scenario.cast or []):
             rel = relatives.get(member.name)

@@ -112,14 +112,28 @@ def _too_long(value: Any, path: str = "") -> Iterator[tuple[str, int]]:
             yield from _too_long(item, f"{path}[{i}]")
 
 
+_KEY = re.compile(rb"^\s*(?:-\s+)?([A-Za-z_][\w-]*)\s*:")
+
+
+def _key_before(path: Path, limit: int) -> str:
+    """The key of the line that runs past the size limit, read from the first bytes only:
+    the file is never parsed, so this is the nearest key above, not a full path."""
+    with path.open("rb") as handle:
+        head = handle.read(limit)
+    for line in reversed(head.split(b"\n")):
+        if match := _KEY.match(line):
+            return match.group(1).decode("ascii")
+    return ""
+
+
 def read_yaml(path: Path) -> Any:
     """The parsed file, or one InputError naming the file and, where it can, the field."""
     shown = display_path(path)
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:  # before reading: a huge file is never loaded
-            raise InputError(shown, "", f"{size:,} bytes, over the {MAX_FILE_BYTES // 1024} KB "
-                             "limit for a library file")
+            raise InputError(shown, _key_before(path, MAX_FILE_BYTES), f"the file is {size:,} "
+                             f"bytes, over the {MAX_FILE_BYTES // 1024} KB limit for a library file")
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(shown, "", f"cannot read: {exc.strerror or exc}") from None

@@ -1,0 +1,66 @@
+"""The shape of the edition's stories, which `scenarios stats` reports: a model must not be
+able to learn the template instead of the person (issue 22 item 2)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+
+from emobench.registry.fact_rules import MAX_NEED_OVERLAP, need_overlap
+from emobench.registry.loader import Registry
+from emobench.registry.models import Scenario
+from emobench.registry.words import first_verb, name_words, story_words
+
+MAX_SHARE = Fraction(1, 3)  # of the scenarios opening with one move, or ending in an admission
+MIN_GOOD_NEWS_SETS = Fraction(1, 3)  # of the counterfactual sets, positive or mixed
+
+
+@dataclass(frozen=True)
+class Share:
+    """One shape measure: its value, the bound and whether it is met."""
+
+    name: str
+    detail: str
+    count: int
+    total: int
+    bound: str
+    met: bool
+
+
+def _subjects(reg: Registry, scenario: Scenario) -> set[str]:
+    """Names a stage may start with: the playing personas' and the cast's."""
+    names = [c.persona.name for c in reg.edition_cases() if c.scenario.id == scenario.id]
+    return name_words(*names, *(m.name for m in scenario.cast or []))
+
+
+def opening_move(reg: Registry, scenario: Scenario) -> str:
+    return first_verb(scenario.stages[0], _subjects(reg, scenario))
+
+
+def ends_in_admission(reg: Registry, scenario: Scenario) -> bool:
+    last = scenario.stages[-1]
+    return first_verb(last, _subjects(reg, scenario)) in story_words().admission_verbs or "admit" in last.lower()
+
+
+def shape_shares(reg: Registry) -> list[Share]:
+    scenarios = list(reg.scenarios.values())
+    total = len(scenarios)
+    moves = Counter(opening_move(reg, s) for s in scenarios)
+    move, most = moves.most_common(1)[0] if moves else ("-", 0)
+    admissions = sum(ends_in_admission(reg, s) for s in scenarios)
+    sets = reg.counterfactual_sets()
+    good = sum(reg.scenarios[sid].valence in ("positive", "mixed") for sid in sets)
+    overlaps = [need_overlap(case)[0] for case in reg.edition_cases()]
+    worst = max(overlaps, default=0.0)
+    return [
+        Share("opening move", f"most common: {move!r}", most, total, f"≤ {MAX_SHARE}",
+              Fraction(most, max(total, 1)) <= MAX_SHARE),
+        Share("ending in admission", "last stage admits", admissions, total, f"≤ {MAX_SHARE}",
+              Fraction(admissions, max(total, 1)) <= MAX_SHARE),
+        Share("counterfactual sets", "positive or mixed", good, len(sets), f"≥ {MIN_GOOD_NEWS_SETS}",
+              Fraction(good, max(len(sets), 1)) >= MIN_GOOD_NEWS_SETS and len(sets) > 0),
+        Share("hidden need in a stage", f"largest share of content words {worst:.2f}",
+              sum(o >= MAX_NEED_OVERLAP for o in overlaps), len(overlaps), f"< {MAX_NEED_OVERLAP} each",
+              worst < MAX_NEED_OVERLAP),
+    ]

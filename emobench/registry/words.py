@@ -1,0 +1,121 @@
+"""Reading a card's prose for the rules: names, verbs, content words (data in the YAML files
+beside this module), so the rules stay about the library and the lists stay editable data."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).parent
+_TOKEN = re.compile(r"[^\W\d_][\w'’-]*")
+# A capitalised word right after one of these starts a sentence (or a quotation).
+_OPENERS = ".!?…:;\"“”‘(—–"
+_SUBJECTS = frozenset({"he", "she", "they", "i"})
+
+
+@dataclass(frozen=True)
+class StoryWords:
+    common_names: frozenset[str]
+    family: frozenset[str]
+    adverbs: frozenset[str]
+    admission_verbs: frozenset[str]
+    menus: tuple[re.Pattern[str], ...]
+    stopwords: frozenset[str]
+
+
+def _apostrophes(word: str) -> str:
+    return word.replace("’", "'")
+
+
+@lru_cache(maxsize=1)
+def story_words() -> StoryWords:
+    names = yaml.safe_load((HERE / "common_names.yaml").read_text(encoding="utf-8"))
+    words = yaml.safe_load((HERE / "story_words.yaml").read_text(encoding="utf-8"))
+    return StoryWords(
+        common_names=frozenset(_apostrophes(str(n)) for n in names["names"]),
+        family=frozenset(str(w) for w in words["family"]),
+        adverbs=frozenset(str(w) for w in words["adverbs"]),
+        admission_verbs=frozenset(str(w) for w in words["admission_verbs"]),
+        menus=tuple(re.compile(p, re.IGNORECASE) for p in words["menus"]),
+        stopwords=frozenset(str(w) for w in words["stopwords"]),
+    )
+
+
+def name_words(*names: str | None) -> set[str]:
+    """The words a name may appear as: "Ama Owusu" allows Ama, Owusu and Ama's."""
+    out: set[str] = set()
+    for name in names:
+        for word in _TOKEN.findall(_apostrophes(name or "")):
+            out.add(_bare(word))
+    return out
+
+
+def _bare(word: str) -> str:
+    word = _apostrophes(word)
+    return word[:-2] if word.endswith("'s") else word.rstrip("'")
+
+
+def capitalised_mid_sentence(text: str) -> list[str]:
+    """Capitalised words that do not start a sentence or quotation, in order, once each.
+    All-capital words (OK, AGAIN, ICU) are emphasis or acronyms, not names of people; "I"
+    is in the common list anyway."""
+    found: dict[str, None] = {}
+    for match in _TOKEN.finditer(text):
+        word = _bare(match.group())
+        if not word[:1].isupper() or word.isupper() or any(ch.isdigit() for ch in word):
+            continue  # a single letter (grade A, T-junction), an acronym or a code (F2s)
+        before = text[:match.start()].rstrip()
+        if not before or before[-1] in _OPENERS:
+            continue
+        found.setdefault(word, None)
+    return list(found)
+
+
+def lemma(word: str) -> str:
+    """A simple verb lemma: asks/asked/asking -> ask, admits/admitted -> admit, goes -> go."""
+    w = word.lower().strip("'’")
+    for suffix, repl in (("ies", "y"), ("ied", "y")):
+        if w.endswith(suffix) and len(w) > 4:
+            return w[: -len(suffix)] + repl
+    if w.endswith(("sses", "shes", "ches", "xes", "zes", "oes")) and len(w) > 4:
+        return w[:-2]
+    for suffix in ("ing", "ed"):
+        if w.endswith(suffix) and len(w) > len(suffix) + 2:
+            w = w[: -len(suffix)]
+            if len(w) > 2 and w[-1] == w[-2] and w[-1] not in "lsz":
+                w = w[:-1]  # admitted -> admit, stopping -> stop
+            return w
+    if w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        return w[:-1]
+    return w
+
+
+def first_verb(stage: str, subjects: set[str]) -> str:
+    """The stage's first verb after its subject ("She asks…", "Mateo asks…", "Asks…")."""
+    tokens = [t for t in _TOKEN.findall(stage)]
+    skip = story_words().adverbs
+    i = 0
+    if tokens and (tokens[0].lower() in _SUBJECTS or _bare(tokens[0]) in subjects):
+        i = 1
+    while i < len(tokens) - 1 and (tokens[i].lower() in skip or tokens[i].lower().endswith("ly")):
+        i += 1
+    return lemma(tokens[i]) if i < len(tokens) else ""
+
+
+def content_words(text: str) -> set[str]:
+    stop = story_words().stopwords
+    out = set()
+    for token in _TOKEN.findall(_apostrophes(text.lower())):
+        word = token.split("'")[0]
+        if word and word not in stop and len(word) > 1:
+            out.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
+    return out
+
+
+def normalised(text: str) -> str:
+    """Text for duplicate detection: lower case, letters and digits only, single spaces."""
+    return " ".join(re.findall(r"\w+", text.lower()))
