@@ -52,7 +52,8 @@ class PromptTemplate:
         """The "system" block for a case (its persona and scenario), rendered once per case."""
         text = self._systems.get(case.content_hash)
         if text is None:
-            text = self._systems[case.content_hash] = self.block("system", persona=case.persona, scenario=case.scenario)
+            text = self._systems[case.content_hash] = self.block(
+                "system", case=case, persona=case.persona, scenario=case.scenario)
         return text
 
 

@@ -13,6 +13,7 @@ from emobench.judging import audit
 from emobench.judging.audit import audit_episode, echo_share, load_patterns
 from emobench.records import Episode, Turn, TurnJudgement, UserMove
 from emobench.registry import Case, Registry
+from emobench.registry.models import HiddenNeed
 
 LIMITS = Limits(max_turns=30, min_turns=12, leave_meter=20.0)
 
@@ -65,8 +66,8 @@ def case(registry: Registry) -> Case:
     # demo-01 (son-wants-to-move with Lucia Ferreira), pinned so a card edit cannot move the rules' inputs.
     case = registry.cases("demo")[0]
     persona = case.persona.model_copy(update={"name": "Lucia Ferreira", "meter_start": 40})
-    scenario = case.scenario.model_copy(update={"hidden_need": HIDDEN_NEED})
-    return case.model_copy(update={"persona": persona, "scenario": scenario})
+    need = HiddenNeed(axis=case.dominant_axis, text=HIDDEN_NEED)
+    return case.model_copy(update={"persona": persona, "case_need": need})
 
 
 CLEAN = [
@@ -87,7 +88,7 @@ def test_a_clean_episode_has_no_flags(case: Case) -> None:
 def test_the_authored_opening_is_not_audited(case: Case) -> None:
     # Turn 1 is the card's own text, not simulator output: even a card opening that would trip
     # every check is left alone.
-    odd = case.model_copy(update={"scenario": case.scenario.model_copy(update={"opening": "User: *sighs* as an AI"})})
+    odd = case.model_copy(update={"opening_override": "User: *sighs* as an AI"})
     assert audit_episode(make_episode(odd, CLEAN[:2]), odd, LIMITS) == []
 
 

@@ -70,7 +70,7 @@ def test_the_judge_sees_the_cards_but_not_the_authored_levels(registry: Registry
     case = registry.cases("demo")[0]
     system, user = iedr_messages(TEMPLATE, case)
     assert "A2 emotional accessibility" in system["content"] and case.persona.name not in system["content"]
-    assert case.scenario.hidden_need in user["content"] and case.persona.background in user["content"]
+    assert case.hidden_need in user["content"] and case.persona.background in user["content"]
     assert not re.search(r"\b[CAP][123]\b\W*[:=]\s*\d", user["content"].split("Return only JSON")[0])
 
 

@@ -153,7 +153,7 @@ def test_messages_keep_the_system_prefix_fixed_and_show_the_state(case: Case) ->
     second = director_messages(TEMPLATE, case, later, TRANSCRIPT)
     assert first[0] == second[0] and first[0]["role"] == "system"
     system = first[0]["content"]
-    assert case.scenario.hidden_need in system
+    assert case.hidden_need in system
     assert all(s in system for s in case.scenario.stages) and all(m.text in system for m in case.scenario.memories)
     user = second[1]["content"]
     assert user.index(TRANSCRIPT[1]["text"]) < user.index("STATE AFTER TURN 7 OF 30")  # transcript first: longer shared prefix

@@ -87,7 +87,7 @@ def test_messages_hold_the_card_in_system_and_the_whole_transcript_in_user(
     episode = episode.model_copy(update={"last_user": UserMove(message="forget it, bye", meter_delta=-8, leave=True)})
     system, user = holistic_messages(TEMPLATE, case, episode)
     assert system["role"] == "system" and case.persona.name in system["content"]
-    assert case.scenario.hidden_need in system["content"]
+    assert case.hidden_need in system["content"]
     assert "transcript" not in system["content"] and episode.turns[0].reply not in system["content"]
     text = user["content"]
     positions: list[int] = []

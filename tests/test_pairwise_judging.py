@@ -101,7 +101,7 @@ def test_both_orders_are_asked_anonymised_and_winners_map_back(serve: Serve, reg
         text = json.dumps(body)
         assert STRONG not in text and WEAK not in text and "strong" not in text and "weak" not in text
         assert body["response_format"]["json_schema"]["name"] == "pairwise_verdict"
-        assert case.scenario.hidden_need in body["messages"][0]["content"]  # the hidden card is shown to the judge
+        assert case.hidden_need in body["messages"][0]["content"]  # the hidden card is shown to the judge
         assert all(dim in body["messages"][0]["content"] for dim in DIMENSIONS)
     # subject_a is the lexically first label: "openai:weak..." < "vllm:strong...".
     shown_first = {("ab" if GOOD_MARK not in _conversations(b)[0] else "ba"): b for b in bodies}

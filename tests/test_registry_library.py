@@ -34,10 +34,15 @@ def counts(cases: list[Case]) -> dict[str, Counter[str]]:
         "valence": Counter(c.valence for c in cases),
     }
 
-# The first edition's split versions, as recorded by runs made on it.
+# The archived editions' split versions, as recorded by runs made on them.
 FIRST_EDITION = {
     "test-v1": "6b583557674dfb06db01606166842efbbaab766fbaa7455cb99ae64ba207cff8",
     "dev-v1": "57892b8d18dfdb794f092b1bcc7bc6590a040aca74b0a9c17e4e4cfe142ff25c",
+}
+SECOND_EDITION = {
+    "test-v2": "6299029fe17fead60c339f9941e3d53c2a7e11148845b0dfafbd24a169268377",
+    "dev-v2": "a7609352ccdef12206ac292e4a8c69c5cabc8e60d67dc4d611ff93020f42e533",
+    "demo-v2": "f37374fad87b3e5e9c2e71f4b435900b8f9fab7a3b9f0ede8920ca7b44bfe56c",
 }
 
 
@@ -72,15 +77,19 @@ def test_dev_split_is_large_and_disjoint_from_test(reg: Registry) -> None:
     assert got["valence"]["positive"] + got["valence"]["mixed"] >= len(dev) / 4
 
 
-def test_first_edition_stays_loadable_with_its_recorded_versions(reg: Registry) -> None:
-    assert reg.archived_splits == sorted(FIRST_EDITION)
-    for split, version in FIRST_EDITION.items():
+def test_archived_editions_stay_loadable_with_their_recorded_versions(reg: Registry) -> None:
+    assert reg.archived_splits == sorted({**FIRST_EDITION, **SECOND_EDITION})
+    for split, version in {**FIRST_EDITION, **SECOND_EDITION}.items():
         assert reg.version(split) == version
         assert reg.split_with_version(version) == split
     old = reg.case("test-04")
     assert old.split == "test-v1" and old.persona.age == 71  # the first edition, as it was
-    assert reg.case("test2-04").persona.age == 75
-    assert reg.version("test") != FIRST_EDITION["test-v1"]
+    second = reg.case("test2-04")
+    assert second.split == "test-v2" and second.persona.age == 75
+    # an archived case keeps its scenario's hidden need; the current edition's cases hold their own
+    assert second.case_need is None and second.hidden_need == second.scenario.hidden_need
+    assert all(c.case_need is not None and c.scenario.hidden_need is None for c in reg.edition_cases())
+    assert reg.version("test") not in (FIRST_EDITION["test-v1"], SECOND_EDITION["test-v2"])
 
 
 def test_demo_split(reg: Registry) -> None:
@@ -152,9 +161,9 @@ def test_the_contradictions_of_the_first_edition_are_fixed(reg: Registry) -> Non
 
 
 def test_case_api(reg: Registry) -> None:
-    case = reg.case("test2-08")
+    case = reg.case("test2-08")  # archived, so its numbers stay put
     assert case.p0 == (-21, -21, -22) and case.difficulty == "very_hard"
-    assert case.dominant_axis == "C" and case.split == "test"
+    assert case.dominant_axis == "C" and case.split == "test-v2"
     assert reg.filter(split="test", dominant_axis="C", threshold="high") == [
         c for c in reg.cases("test") if c.dominant_axis == "C" and c.persona.threshold == "high"
     ]
@@ -169,9 +178,10 @@ def test_case_api(reg: Registry) -> None:
 def test_cli_validate_and_stats(reg: Registry) -> None:
     result = runner.invoke(app, ["validate", "--root", str(ROOT)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("ok: edition 2, ")
+    assert result.stdout.startswith("ok: edition 3, ")
     assert f"test: 30 cases, version {reg.version('test')[:16]}" in result.stdout
     assert f"test-v1: 30 cases, version {FIRST_EDITION['test-v1'][:16]}  (archived)" in result.stdout
+    assert f"test-v2: 30 cases, version {SECOND_EDITION['test-v2'][:16]}  (archived)" in result.stdout
     stats = runner.invoke(app, ["stats", "--split", "test", "--root", str(ROOT)],
                           env={"COLUMNS": "160"})
     assert stats.exit_code == 0
@@ -183,19 +193,22 @@ def test_cli_validate_and_stats(reg: Registry) -> None:
 
 
 def test_cli_list_and_show() -> None:
-    listed = runner.invoke(app, ["list", "--split", "test", "--axis", "P", "--difficulty", "hard",
+    # on the archived second edition, whose cards cannot move; show renders its scenario's need
+    listed = runner.invoke(app, ["list", "--split", "test-v2", "--axis", "P", "--difficulty", "hard",
                                  "--root", str(ROOT)], env={"COLUMNS": "200"})
     assert listed.exit_code == 0 and "5 cases" in listed.stdout
     shown = runner.invoke(app, ["show", "test2-04", "--root", str(ROOT)], env={"COLUMNS": "200"})
     assert shown.exit_code == 0
     for words in ("P0 = (-9, -27, -24)", "‖P0‖ = 37.23", "very_hard", "dominant axis = A",
-                  "professional help", "Gary Thompson", "valence: negative"):
+                  "professional help", "Gary Thompson", "valence: negative", "split=test-v2"):
         assert words in shown.stdout
+    hidden = load_registry(ROOT).case("test2-04").scenario.hidden_need
+    assert hidden is not None and hidden[:40] in " ".join(shown.stdout.split())
 
 
 def test_the_leaderboard_refuses_to_mix_editions(reg: Registry, tmp_path: Path) -> None:
-    # A run on the first edition's test split and one on the second's both say split "test";
-    # their registry versions differ, so their scores are not merged.
+    # Runs on two editions' test splits both say split "test"; their registry versions
+    # differ, so their scores are not merged.
     from emobench.errors import InputError
     from emobench.publish.provenance import check_mergeable
     from emobench.publish.runs import load_run
@@ -205,5 +218,9 @@ def test_the_leaderboard_refuses_to_mix_editions(reg: Registry, tmp_path: Path) 
     new = write_run(tmp_path / "new", [SubjectTruth("b")], n_cases=5, registry_version=reg.version("test"))
     with pytest.raises(InputError, match="cannot merge: registry_version"):
         check_mergeable([load_run(old), load_run(new)], force=False)
+    second = write_run(tmp_path / "second", [SubjectTruth("d")], n_cases=5,
+                       registry_version=SECOND_EDITION["test-v2"])
+    with pytest.raises(InputError, match="cannot merge: registry_version"):
+        check_mergeable([load_run(second), load_run(new)], force=False)
     same = write_run(tmp_path / "same", [SubjectTruth("c")], n_cases=5, registry_version=reg.version("test"))
     assert check_mergeable([load_run(new), load_run(same)], force=False) == []

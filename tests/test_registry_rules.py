@@ -195,7 +195,7 @@ def archive(root: Path, name: str = "v1", prefix: str = "old-0") -> Path:
     write(folder / "edition.yaml", f"edition: 1\nversions: {{mini: '{'0' * 64}'}}\n")
     with pytest.raises(InputError, match="archived cards changed"):
         load_registry(root)
-    cases = _load_edition(folder, suffix=f"-{name}").cases[f"mini-{name}"]
+    cases = _load_edition(folder, 1, suffix=f"-{name}").cases[f"mini-{name}"]
     version = registry_version((c.id, c.content_hash) for c in cases)
     write(folder / "edition.yaml", f"edition: 1\nversions: {{mini: {version}}}\n")
     return folder

@@ -199,7 +199,7 @@ def audit_episode(episode: Episode, case: Case, limits: Limits) -> list[AuditFla
     if episode.last_user is not None:
         moves.append((left_at, episode.last_user, episode.final_meter, previous_reply))
 
-    need = _content_words(case.scenario.hidden_need)
+    need = _content_words(case.hidden_need)
     flags: list[AuditFlag] = []
     for turn, move, _, reply in moves:
         flag = _out_of_character(move, reply, case, turn)

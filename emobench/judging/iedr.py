@@ -39,7 +39,8 @@ IEDR_FORMAT: dict[str, Any] = {
 def iedr_messages(template: PromptTemplate, case: Case) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": template.block("system")},
-        {"role": "user", "content": template.block("user", persona=case.persona, scenario=case.scenario, opening=case.opening)},
+        {"role": "user", "content": template.block(
+            "user", case=case, persona=case.persona, scenario=case.scenario, opening=case.opening)},
     ]
 
 

@@ -20,7 +20,13 @@ from emobench.registry.filters import (
     stratification,
     stratum_count,
 )
-from emobench.registry.loader import Registry, load_persona, load_registry, load_scenario
+from emobench.registry.loader import (
+    Registry,
+    load_library_info,
+    load_persona,
+    load_registry,
+    load_scenario,
+)
 from emobench.registry.models import AXES, CATEGORIES, DIFFICULTIES, THRESHOLDS, VALENCES, Case
 from emobench.registry.rules import check_library
 
@@ -107,7 +113,7 @@ def show(
     console.print(f"\n[bold]Scenario[/bold] {sc.id} v{sc.version}")
     _say(f"category: {sc.category}   valence: {case.valence}"
          f"{'   (professional help)' if sc.professional_help else ''}")
-    _say(f"topic: {sc.topic}\nhidden need: {sc.hidden_need}")
+    _say(f"topic: {sc.topic}\nhidden need: {case.hidden_need}")
     for i, stage in enumerate(sc.stages, 1):
         _say(f"  stage {i}: {stage}")
     for memory in sc.memories:
@@ -122,6 +128,12 @@ def show(
     for axis in AXES:
         need = pe.needs[axis]
         _say(f"  need {axis}: {need.level} - {need.why}")
+
+
+def _edition_of(root: Path) -> int | None:
+    """The edition library.yaml names, when the card sits in a library that has one."""
+    info = root / "library.yaml"
+    return load_library_info(info).edition if info.is_file() else None
 
 
 @app.command()
@@ -142,7 +154,7 @@ def validate(
             typer.echo(f"ok: persona {card.id} ({card.content_hash[:12]})")
             return
         if kind == "scenarios":
-            scenario = load_scenario(target)
+            scenario = load_scenario(target, _edition_of(target.parents[1]))
             typer.echo(f"ok: scenario {scenario.id} ({scenario.content_hash[:12]})")
             return
         if kind != "splits":

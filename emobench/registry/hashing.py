@@ -30,10 +30,16 @@ def card_hash(card: BaseModel) -> str:
 
 
 def case_hash(case_id: str, scenario_hash: str, persona_hash: str, iedr: dict[str, int],
-              opening: str | None = None) -> str:
+              opening: str | None = None, hidden_need: dict[str, str] | None = None) -> str:
     # Folding in the card hashes makes one changed word in a used card change the case.
-    fields = {"id": case_id, "scenario": scenario_hash, "persona": persona_hash, "iedr": iedr}
-    return sha256_hex(fields if opening is None else {**fields, "opening": opening})
+    # Fields a case may leave out count only when present, so older editions keep their hashes.
+    fields: dict[str, object] = {"id": case_id, "scenario": scenario_hash, "persona": persona_hash,
+                                 "iedr": iedr}
+    if opening is not None:
+        fields["opening"] = opening
+    if hidden_need is not None:
+        fields["hidden_need"] = hidden_need
+    return sha256_hex(fields)
 
 
 def registry_version(cases: Iterable[tuple[str, str]]) -> str:

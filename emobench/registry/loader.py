@@ -6,14 +6,11 @@ or one InputError naming the file, the field and the problem.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
-from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from emobench.errors import InputError
@@ -29,68 +26,13 @@ from emobench.registry.models import (
     Scenario,
     ScenarioCard,
 )
+from emobench.registry.yaml_io import display_path as display_path
+from emobench.registry.yaml_io import read_yaml
 
-try:  # libyaml parses the library about ten times faster than the pure-Python parser
-    from yaml import CSafeLoader as _SafeLoader
-except ImportError:  # PyYAML built without libyaml
-    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
+CASE_NEEDS = 3  # the first edition whose cases carry the hidden need (the scenario did before)
 
 CardT = TypeVar("CardT", bound=BaseModel)
 NamedT = TypeVar("NamedT", Persona, Scenario)
-
-
-class _UniqueKeyLoader(_SafeLoader):
-    """Safe loader that rejects duplicate mapping keys instead of keeping the last one."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, Hashable):
-                continue  # the base class reports unhashable keys itself
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-# YAML 1.1 reads yes/no/on/off as booleans; cards take only the literal true and false, so any
-# other word stays a string and the strict card model rejects it with the field named.
-_BOOL = "tag:yaml.org,2002:bool"
-_UniqueKeyLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
-    for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
-}
-_UniqueKeyLoader.add_implicit_resolver(
-    _BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-
-def display_path(path: Path) -> str:
-    """Path as the user would type it: relative to the working directory when inside it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
-def read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(display_path(path), "", f"cannot read: {exc}") from None
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a safe loader: no object tags
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = " ".join(p for p in (exc.context, exc.problem) if p) or "unreadable"
-        kind = "invalid YAML" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax error"
-        raise InputError(display_path(path), where, f"{kind}: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(display_path(path), "", f"YAML error: {exc}") from None
 
 
 def _dotted(loc: tuple[int | str, ...]) -> str:
@@ -142,9 +84,15 @@ def load_persona(path: Path) -> Persona:
     return Persona(**card.model_dump(), content_hash=card_hash(card))
 
 
-def load_scenario(path: Path) -> Scenario:
+def load_scenario(path: Path, edition: int | None = None) -> Scenario:
+    """A scenario card; with an edition, also where that edition keeps the hidden need."""
     data = _mapping(path)
     card = _validate(ScenarioCard, data, path)
+    if edition is not None and edition >= CASE_NEEDS and card.hidden_need is not None:
+        raise InputError(display_path(path), "hidden_need", f"not a scenario field in edition "
+                         f"{edition}: each case states its persona's hidden need (cases[].hidden_need)")
+    if edition is not None and edition < CASE_NEEDS and card.hidden_need is None:
+        raise InputError(display_path(path), "hidden_need", "missing required field")
     return Scenario(**card.model_dump(), content_hash=card_hash(card))
 
 
@@ -266,10 +214,24 @@ class Registry:
                             dominant_axis=dominant_axis, threshold=threshold, valence=valence)
 
 
-def _load_edition(root: Path, suffix: str = "") -> Edition:
-    """Cards and splits under root; split names get the suffix (archived editions)."""
+def _edition_fields(entry: CaseEntry, edition: int, path: Path, source: Source) -> None:
+    """From edition 3 a case brings its own opening and hidden need; before, it had no need."""
+    if edition >= CASE_NEEDS:
+        for name in ("opening", "hidden_need"):
+            if getattr(entry, name) is None:
+                raise InputError(display_path(path), source.field(name), f"missing required field "
+                                 f"(edition {edition}: every case states its own {name.replace('_', ' ')})")
+    elif entry.hidden_need is not None:
+        raise InputError(display_path(path), source.field("hidden_need"), f"not a case field in "
+                         f"edition {edition} (the scenario holds the hidden need)")
+
+
+def _load_edition(root: Path, edition: int, suffix: str = "") -> Edition:
+    """Cards and splits under root, as that edition's schema has them; split names get the
+    suffix (archived editions)."""
     personas = _unique([(p, load_persona(p)) for p in _card_files(root / "personas")], "persona")
-    scenarios = _unique([(p, load_scenario(p)) for p in _card_files(root / "scenarios")], "scenario")
+    scenarios = _unique([(p, load_scenario(p, edition)) for p in _card_files(root / "scenarios")],
+                        "scenario")
 
     entries: dict[str, list[tuple[Source, CaseEntry]]] = {}
     seen_case: dict[str, Path] = {}
@@ -282,6 +244,7 @@ def _load_edition(root: Path, suffix: str = "") -> Edition:
         for i, item in enumerate(data):
             source = Source(path, i)
             entry = _validate(CaseEntry, item, path, prefix=source.field())
+            _edition_fields(entry, edition, path, source)
             if entry.id in seen_case:
                 other = display_path(seen_case[entry.id])
                 raise InputError(display_path(path), source.field("id"),
@@ -313,9 +276,10 @@ def _load_edition(root: Path, suffix: str = "") -> Edition:
             cases_by_split[split].append(Case(
                 id=entry.id, split=split, scenario=scenario, persona=persona, iedr=entry.iedr,
                 content_hash=case_hash(entry.id, scenario.content_hash, persona.content_hash,
-                                       entry.iedr.model_dump(), entry.opening),
+                                       entry.iedr.model_dump(), entry.opening,
+                                       entry.hidden_need.model_dump() if entry.hidden_need else None),
                 counterfactual_set=entry.scenario if len(players[entry.scenario]) >= 2 else None,
-                opening_override=entry.opening,
+                opening_override=entry.opening, case_need=entry.hidden_need,
             ))
     return Edition(personas, scenarios, cases_by_split, sources)
 
@@ -324,7 +288,7 @@ def _load_archived(folder: Path) -> dict[str, list[Case]]:
     """An archived edition's splits, each checked against the version its runs recorded."""
     info_path = folder / "edition.yaml"
     info = _validate(ArchivedEdition, _mapping(info_path), info_path)
-    cases = _load_edition(folder, suffix=f"-{folder.name}").cases
+    cases = _load_edition(folder, info.edition, suffix=f"-{folder.name}").cases
     for split, pinned in info.versions.items():
         name = f"{split}-{folder.name}"
         if name not in cases:
@@ -340,6 +304,10 @@ def _load_archived(folder: Path) -> dict[str, list[Case]]:
     return cases
 
 
+def load_library_info(path: Path) -> LibraryInfo:
+    return _validate(LibraryInfo, _mapping(path), path)
+
+
 def load_registry(root: Path) -> Registry:
     """Load and validate every card and split under root, and every archived edition under
     root/editions; raise InputError on the first problem. Authoring rules are checked apart
@@ -349,8 +317,8 @@ def load_registry(root: Path) -> Registry:
     if not info_path.is_file():
         raise InputError(display_path(info_path), "", "file not found (a library root names its "
                          "edition and present_year there)")
-    info = _validate(LibraryInfo, _mapping(info_path), info_path)
-    current = _load_edition(root)
+    info = load_library_info(info_path)
+    current = _load_edition(root, info.edition)
     archived: dict[str, list[Case]] = {}
     editions = root / "editions"
     for folder in sorted(editions.iterdir()) if editions.is_dir() else []:

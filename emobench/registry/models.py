@@ -89,14 +89,19 @@ class Needs(_Strict):
         return next(axis for axis in AXES if self[axis].level == "high")
 
 
+Year = Annotated[int, Field(ge=1850, le=2100)]
+
+
 class Relative(_Strict):
     """A person in the persona's life, so a case cannot quietly bring the dead back."""
 
     name: Text
     relation: Text
     status: Status
-    born: int | None = None
-    died: int | None = None
+    born: Year | None = None
+    died: Year | None = None
+    job: Text | None = None
+    home: Text | None = None
 
 
 class Facts(_Strict):
@@ -104,6 +109,7 @@ class Facts(_Strict):
 
     born: int = Field(ge=1900, le=2100)
     home: Text | None = None
+    job: Text | None = None
     relatives: list[Relative] = Field(default_factory=list)
 
 
@@ -144,11 +150,23 @@ class Memory(_Strict):
 
 
 class CastMember(_Strict):
-    """Someone the story involves, named, with whether they are alive in it."""
+    """Someone the story names, with their relation to the persona and whether they are alive
+    in it; the same person (persona and name) must read the same in every card."""
 
     name: Text
     relation: Text
     status: Status
+    born: Year | None = None
+    died: Year | None = None
+    job: Text | None = None
+    home: Text | None = None
+
+
+class HiddenNeed(_Strict):
+    """What this persona needs in this situation and never says outright (edition 3 on)."""
+
+    axis: Axis
+    text: Text
 
 
 class ScenarioCard(_Strict):
@@ -156,13 +174,16 @@ class ScenarioCard(_Strict):
     version: int = Field(ge=1)
     category: Category
     topic: Text
-    hidden_need: Text
+    # Up to edition 2 the scenario held the hidden need; from edition 3 each case does.
+    hidden_need: Text | None = None
     stages: list[Text] = Field(min_length=2, max_length=6)
     memories: list[Memory] = Field(min_length=3, max_length=5)
     opening: Text
     professional_help: bool = False
     valence: Valence | None = None
     cast: list[CastMember] | None = None
+    # Proper nouns in the card that are not people (places, brands, festivals, titles).
+    other_names: list[Text] | None = None
 
 
 class Scenario(ScenarioCard):
@@ -208,6 +229,7 @@ class CaseEntry(_Strict):
     iedr: IEDRLevels
     # The case's own first message, in the persona's voice; counterfactual sets need one each.
     opening: Text | None = None
+    hidden_need: HiddenNeed | None = None
 
 
 class LibraryInfo(_Strict):
@@ -241,11 +263,20 @@ class Case(_Strict):
     content_hash: str
     counterfactual_set: str | None = None
     opening_override: str | None = None
+    case_need: HiddenNeed | None = None
 
     @property
     def opening(self) -> str:
         """The first user message: the case's own opening, else the scenario's."""
         return self.opening_override or self.scenario.opening
+
+    @property
+    def hidden_need(self) -> str:
+        """What the person needs and never says: the case's own (edition 3 on), else the
+        scenario's (archived editions). The loader guarantees one of them is there."""
+        if self.case_need is not None:
+            return self.case_need.text
+        return self.scenario.hidden_need or ""
 
     @property
     def valence(self) -> Valence:
