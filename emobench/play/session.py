@@ -235,10 +235,13 @@ class PlayHub:
         probe, probe_calls = None, list[ModelCall]()
         if self.seat == "user" and bound.prompts.probe is not None and state.history:
             subject = self.bound.subjects[live.head.subject]
-            probe, probe_calls = await run_probe(
-                subject, bound.prompts.probe, subject_conversation(bound.prompts, state.history), state.seed,
-                bound.limits.simulator_retries,
-            )
+            try:
+                probe, probe_calls = await run_probe(
+                    subject, bound.prompts.probe, subject_conversation(bound.prompts, state.history), state.seed,
+                    bound.limits.simulator_retries,
+                )
+            except EndpointError:  # the conversation is what counts; the episode is kept without the probe
+                live.error = "The model did not answer the closing question; your episode is saved without it."
         head = live.head
         seat = HumanSeat(
             player=head.player, seat=head.seat, page_version=head.page_version,
@@ -249,7 +252,10 @@ class PlayHub:
             update={"key": head.key, "human": seat, "started_at": head.started_at}
         )
         live.finished = True
-        await self.store.finish(episode, self.cases[head.case_id])
+        try:
+            await self.store.finish(episode, self.cases[head.case_id])
+        except EndpointError as exc:  # the record is written; `emobench judge` can judge it later
+            live.error = f"Your episode is saved; the judges did not answer ({_short(exc.problem)}), so no verdict yet."
 
     def _open_state(self, head: JournalHead, world: WorldRoles) -> EpisodeState:
         case, bound = self.cases[head.case_id], self.bound

@@ -138,9 +138,11 @@ class PlayStore:
         async with self._write:
             await asyncio.shield(asyncio.to_thread(self.rd.append_episode, episode))
             self._done.add(episode.key)
-        async with self._write:
-            await judge_finished(self.rd, episode, case, self.panel, self.limits)
-        self._refinalize()
+        try:
+            async with self._write:  # judging appends to judgements.jsonl, which a delete rewrites
+                await judge_finished(self.rd, episode, case, self.panel, self.limits)
+        finally:
+            self._refinalize()
 
     async def delete(self, head: JournalHead) -> None:
         """Remove every trace of the episode: its record, its judgements, its journal; then score again."""
