@@ -40,6 +40,10 @@ COMMANDS = {
         "emobench.judging.calibrate_cli:calibrate",
         "Rate a split's cases with an IEDR judge and report disagreements with the authored levels.",
     ),
+    "play": Lazy(
+        "emobench.play.cli:play",
+        "Serve a page where people play the user or the supporter; episodes go to a normal run directory.",
+    ),
     "import": Lazy("emobench.importers.cli:app", "Import another benchmark's recorded runs as an emobench run directory."),
     "external": Lazy(
         "emobench.external.cli:app", "Publish another benchmark's recorded runs, re-scored, beside the leaderboard."

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Axis = Literal["C", "A", "P"]
 
@@ -45,12 +45,20 @@ class ModelCall(Record):
 
 
 class UserMove(Record):
-    """The simulator's structured output for one turn."""
+    """The user's move for one turn: the simulator's structured output, or a person's (`emobench play`)."""
 
     message: str
-    meter_delta: int = Field(ge=-10, le=10)
+    meter_delta: int = Field(ge=-100, le=100)
     inner: str = ""
     leave: bool = False
+    human: bool = False  # a person wrote it and set the meter freely; no inner note, no audit
+
+    @model_validator(mode="after")
+    def _simulator_step(self) -> UserMove:
+        # The ±10 step is the simulator's rule (docs/method.md), not a person's.
+        if not self.human and abs(self.meter_delta) > 10:
+            raise ValueError("meter_delta: a simulated move moves the meter by at most 10")
+        return self
 
 
 class AxisLevel(Record):
@@ -114,10 +122,24 @@ class RoleInfo(Record):
     served_dtype: str | None = None  # a vllm: server's weights dtype, where emobench chose or was told it
 
 
+class HumanSeat(Record):
+    """A person took a seat in the episode (`emobench play`): who, which seat, how fast, on which page."""
+
+    player: str  # "human:<handle>"
+    seat: Literal["user", "subject"]
+    page_version: str  # "play-page@<hash of the page's templates and scripts>"
+    # Per turn: seconds from the page showing the prompt to the person's send (the user seat's
+    # turn 1 is the card's opening: 0), and seconds the server spent on that turn's model calls.
+    turn_seconds: list[float]
+    model_seconds: list[float]
+    consented_at: str
+    resumed: int = 0  # times the episode was rebuilt from its journal after the server stopped
+
+
 class Episode(Record):
     """One conversation of one case with one subject under one seed."""
 
-    key: str  # "{subject}|{case_id}|{seed}"
+    key: str  # "{subject}|{case_id}|{seed}", and "|{player}" when a person played (HumanSeat.player)
     subject: str
     case_id: str
     scenario_id: str
@@ -140,6 +162,7 @@ class Episode(Record):
     emobench_version: str
     started_at: str
     finished_at: str
+    human: HumanSeat | None = None  # None: every seat was a model
 
 
 class DimScore(Record):

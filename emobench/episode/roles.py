@@ -122,7 +122,7 @@ class TurnJudge(Protocol):
 class WorldRoles:
     """Every role but the subject: the simulated user, the judge panel and the director."""
 
-    user: RoleCaller
+    user: RoleCaller | None  # None: a person holds the user seat (EpisodeState's user_seat)
     judges: tuple[RoleCaller, ...]
     judge_turn: TurnJudge
     director: RoleCaller | None = None  # None: the rule director

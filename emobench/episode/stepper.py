@@ -1,7 +1,9 @@
 """The episode as a stepper (docs/method.md §4): open it, then advance it one turn per subject reply.
 
 `run_episode` drives it with the subject role; `emobench.env` drives it with a policy under
-training. One code path, so the same case, seed and replies give the same Episode record.
+training; `emobench.play` with a person in the subject's seat, or in the user's (`user_seat`:
+then each next user move is the person's, handed in with `take_user`). One code path, so the
+same case, seed and replies give the same Episode record.
 Pure: no file I/O, no globals; every model call made is kept in the state's call list.
 """
 
@@ -70,9 +72,14 @@ class EpisodeState:
     episode stopped) asks the simulator for the next user message."""
 
     def __init__(
-        self, case: Case, roles: WorldRoles, prompts: EpisodePrompts, seed: int, limits: Limits, subject: RoleInfo
+        self, case: Case, roles: WorldRoles, prompts: EpisodePrompts, seed: int, limits: Limits, subject: RoleInfo,
+        user_seat: RoleInfo | None = None,
     ) -> None:
         self.case, self.roles, self.prompts, self.seed, self.limits, self.subject = case, roles, prompts, seed, limits, subject
+        if user_seat is None and roles.user is None:
+            raise ValueError("no simulator and no person in the user seat")
+        self.user_seat = user_seat  # a person plays the user: no simulator call is made
+        self.awaiting_user = False  # the person's next move is awaited (take_user)
         self.started = now()
         self.engine = EPMEngine(case.p0, min_turns=limits.min_turns)
         self.meter = float(case.persona.meter_start)
@@ -92,9 +99,18 @@ class EpisodeState:
 
     @classmethod
     def open(
-        cls, case: Case, roles: WorldRoles, prompts: EpisodePrompts, seed: int, limits: Limits, subject: RoleInfo
+        cls, case: Case, roles: WorldRoles, prompts: EpisodePrompts, seed: int, limits: Limits, subject: RoleInfo,
+        user_seat: RoleInfo | None = None,
     ) -> EpisodeState:
-        return cls(case, roles, prompts, seed, limits, subject)
+        return cls(case, roles, prompts, seed, limits, subject, user_seat)
+
+    @property
+    def user_info(self) -> RoleInfo:
+        """Who holds the user seat: the person, or the simulator."""
+        if self.user_seat is not None:
+            return self.user_seat
+        assert self.roles.user is not None  # __init__ refuses a state with neither
+        return self.roles.user.info
 
     @property
     def turn(self) -> int:
@@ -111,6 +127,8 @@ class EpisodeState:
     async def _simulate(
         self, history: list[tuple[str, str]], guidance: str, turn: int
     ) -> tuple[UserMove | None, list[ModelCall]]:
+        if self.roles.user is None:
+            raise RuntimeError("a person holds the user seat; hand their move to take_user")
         messages = simulator_messages(self.prompts.simulator, self.case, history, self.meter, guidance)
         move, calls, _ = await self.roles.user.ask_valid(
             messages, lambda attempt: derive_seed(self.seed, "user", turn, attempt), self.prompts.simulator,
@@ -134,6 +152,8 @@ class EpisodeState:
         """Play the subject's reply to the waiting user message; returns the recorded turn."""
         if self.done:
             raise RuntimeError("the episode has ended; open a new one")
+        if self.awaiting_user:
+            raise RuntimeError("the user's next move is awaited; hand it to take_user first")
         case, limits, t, move = self.case, self.limits, self.turn, self.move
         self.calls.append(reply_call)
         reply = visible_reply(reply_call.text)
@@ -145,7 +165,7 @@ class EpisodeState:
         # The rule director reads no judgement and no stop rule applies before min_turns, so the
         # next turn is certain: its simulator call runs while the judges read this turn. The
         # requests are the same either way; only the waiting overlaps.
-        overlap = self.roles.director is None and t < min(limits.min_turns, limits.max_turns)
+        overlap = self.user_seat is None and self.roles.director is None and t < min(limits.min_turns, limits.max_turns)
         director_calls: list[ModelCall] = []
         if overlap:
             action = rule_director(case, t, limits.reveal_every)
@@ -192,9 +212,29 @@ class EpisodeState:
             self._stop("director_end")
         elif t >= limits.max_turns:
             self._stop("max_turns")
+        elif self.user_seat is not None:
+            self.awaiting_user = True
         else:
             await self._next_user(t + 1)
         return turn
+
+    def take_user(self, move: UserMove) -> None:
+        """The person's next move (user_seat): the meter as they set it; leaving ends the episode
+        whatever the meter, since a person who leaves has left."""
+        if self.done or not self.awaiting_user:
+            raise RuntimeError("no user move is awaited")
+        self.awaiting_user = False
+        self.meter = max(0.0, min(100.0, self.meter + move.meter_delta))
+        if move.leave:
+            self.last_user = move
+            self._stop("user_left")
+            return
+        self.move = move
+
+    def stop(self, reason: str) -> None:
+        """End the episode before its rules do (a person in the subject's seat who stops)."""
+        self.awaiting_user = False
+        self._stop(reason)
 
     async def _next_user(self, t: int) -> None:
         move, sim_calls = self._ahead or await self._simulate(self.history, self.guidance, t)
@@ -235,7 +275,7 @@ class EpisodeState:
             success_turn=self.success_turn,
             roles={
                 "subject": self.subject,
-                "user": roles.user.info,
+                "user": self.user_info,
                 "judges": [j.info for j in roles.judges],
                 **({"director": roles.director.info} if roles.director else {}),
             },

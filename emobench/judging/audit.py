@@ -2,7 +2,7 @@
 
 It makes no model calls and is kept apart from the subject's score: a flagged episode is
 reported, never dropped. Turn 1 is the case's authored opening, not simulator
-output, so it is never audited. The rules:
+output, so it is never audited; nor is a move a person made (`emobench play`). The rules:
 
 - out_of_character: a user message matches a pattern in audit_patterns.yaml (the assistant's
   voice, a stage direction, a "User:"/"Assistant:"/name prefix), or echoes the subject: at
@@ -192,11 +192,11 @@ def audit_episode(episode: Episode, case: Case, limits: Limits) -> list[AuditFla
     previous_reply = ""
     for t in episode.turns:
         authored = t.index == 1 and t.user.message.strip() == case.opening.strip()
-        if not authored:
+        if not authored and not t.user.human:
             moves.append((t.index, t.user, t.meter, previous_reply))
         previous_reply = t.reply
     left_at = len(episode.turns) + 1
-    if episode.last_user is not None:
+    if episode.last_user is not None and not episode.last_user.human:
         moves.append((left_at, episode.last_user, episode.final_meter, previous_reply))
 
     need = _content_words(case.hidden_need)

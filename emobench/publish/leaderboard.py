@@ -172,14 +172,40 @@ def _success_interval(
     return p, lo, hi
 
 
+PEOPLE = "people"  # the pooled row of every person who played the subject (`emobench play`)
+
+
+def _people(tables: Sequence[pa.Table]) -> list[tuple[pa.Table, NDArray[np.intp]]]:
+    """Per run, its episodes played by people as the subject, relabelled PEOPLE, with their rows;
+    none unless at least two people played (one person's pool is their own row)."""
+    humans = [pc.starts_with(t.column("subject").cast(pa.string()), "human:").to_numpy(zero_copy_only=False)
+              for t in tables]
+    players = {s for t, h in zip(tables, humans, strict=True) for s in np.array(t.column("subject").to_pylist())[h]}
+    if len(players) < 2:
+        return []
+    pooled = []
+    for table, human in zip(tables, humans, strict=True):
+        rows = np.flatnonzero(human)
+        people = table.take(pa.array(rows))
+        column = people.schema.get_field_index("subject")
+        people = people.set_column(column, "subject", pa.array([PEOPLE] * rows.size, people.schema.field(column).type))
+        pooled.append((people, rows))
+    return pooled
+
+
 def _merge(runs: Sequence[Run]) -> _Episodes:
-    tables = [r.scores for r in runs]
+    own = [r.scores for r in runs]
+    pooled = _people(own)
+    tables = own + [t for t, _ in pooled]
     subjects, subj = _codes(_strings(tables, "subject"))
     cases, case = _codes(_strings(tables, "case_id"))
     seed = np.concatenate([t.column("seed").to_numpy() for t in tables]).astype(np.int64)
-    run_of = np.repeat(np.arange(len(runs)), [t.num_rows for t in tables])
+    run_of = np.repeat(np.arange(len(runs)), [t.num_rows for t in own])
+    n_own = run_of.size
+    if pooled:  # pooled rows point at the person's own row of their run
+        run_of = np.concatenate([run_of, np.repeat(np.arange(len(runs)), [t.num_rows for t, _ in pooled])])
 
-    order = np.lexsort((seed, case, subj))
+    order = np.lexsort((seed[:n_own], case[:n_own], subj[:n_own]))
     same = (np.diff(subj[order]) == 0) & (np.diff(case[order]) == 0) & (np.diff(seed[order]) == 0)
     if same.any():
         row = int(order[np.flatnonzero(same)[0] + 1])
@@ -205,7 +231,7 @@ def _merge(runs: Sequence[Run]) -> _Episodes:
         ])
 
     metrics = np.stack([floats(m) for m in METRICS], axis=1)
-    row_in_run = np.concatenate([np.arange(t.num_rows) for t in tables])
+    row_in_run = np.concatenate([np.arange(t.num_rows) for t in own] + [rows for _, rows in pooled])
     stops = pa.chunked_array([t.column("stop_reason") for t in tables])
     sim_invalid = pc.equal(stops, "simulator_invalid").to_numpy(zero_copy_only=False)
     return _Episodes(subjects, cases, subj, case, case_attr, floats("success"), metrics,

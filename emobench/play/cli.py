@@ -1,0 +1,155 @@
+"""`emobench play`: serve the page on which people play the user or the supporter.
+
+Assembly only: read the config, open (or continue) the run directory, bind the roles the seat
+needs, and serve until Ctrl-C. The conversations run in emobench.play.session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+
+from emobench.cli_support import SplitName, against_flags, one_line_errors
+from emobench.errors import InputError
+
+if TYPE_CHECKING:
+    from emobench.config import RunConfig
+    from emobench.play.session import Seat
+
+Mode = Literal["user", "supporter"]
+
+
+def _check_run_dir(manifest: dict[str, Any], path: Path, seat: str) -> None:
+    """A run directory holds one seat's episodes, and only people's: a leaderboard of model
+    subjects played by people must not mix with one of people against the simulator."""
+    play = manifest.get("play")
+    if not isinstance(play, dict):
+        raise InputError(path / "manifest.json", "play", "not a run directory of `emobench play`; choose a new -o")
+    if play.get("seat") != seat:
+        raise InputError(path / "manifest.json", "play.seat", f"people played the {play.get('seat')} seat here, not the {seat}")
+
+
+def _seat_needs(seat: str, field: str) -> bool:
+    """Whether a config role is played by a model: a person takes the user's or the subjects' seat."""
+    if field == "user":
+        return seat == "subject"
+    return seat == "user" or not field.startswith("subjects")
+
+
+async def serve(
+    config: RunConfig, seat: Seat, run_dir: Path, host: str, port: int, *, force: bool = False,
+    announce: Callable[[str], None] = print,
+) -> None:
+    """Serve until cancelled. `announce` gets the page's address once the server listens."""
+    from aiohttp import web
+
+    import emobench
+    from emobench.endpoints.pool import EndpointPool
+    from emobench.episode.roles import Provenance, RoleCaller, WorldRoles
+    from emobench.judging.mdep import judge_turn
+    from emobench.judging.stage import bind_panel
+    from emobench.play.server import STATIC, TEMPLATES, make_app
+    from emobench.play.session import Bound, PlayHub
+    from emobench.play.store import PlayStore, page_version
+    from emobench.preflight import preflight
+    from emobench.registry import load_registry
+    from emobench.rundir import RunDir
+    from emobench.runner import ROOT, _caller, _check_resume, load_prompts, manifest, select_cases
+
+    registry = load_registry(ROOT)
+    cases = select_cases(registry, config)
+    if not cases:
+        raise InputError("config", "cases", "no case to play")
+    registry_version = registry.version(config.split)
+    rd = RunDir(run_dir)
+    if rd.manifest.exists():
+        _check_run_dir(rd.read_manifest(), rd.path, seat)
+        _check_resume(rd, config, registry_version, True, force)
+    preflight(roles=[(f, r) for f, r in config.bindings() if _seat_needs(seat, f)], panel=config.panel,
+              scoring_profile=config.scoring_profile, out_dir=rd.path, root=ROOT, source="config")
+    rd.create()
+    rd.repair()
+    prompts = load_prompts(ROOT, config)
+    version = page_version([TEMPLATES, STATIC])
+    async with AsyncExitStack() as stack:
+        pool = EndpointPool(stack, rd.logs, None, on_fault=rd.log_fault)  # no response cache: people's words stay here
+
+        async def bind(role: str, rc: Any) -> RoleCaller:
+            client, info = await pool.resolve(rc)
+            return _caller(role, client, info)
+
+        judges = tuple([await bind("judge", j) for j in config.judges])
+        world = WorldRoles(
+            user=await bind("user", config.user) if seat == "subject" else None,
+            judges=judges, judge_turn=judge_turn,
+            director=await bind("director", config.director) if config.director else None,
+        )
+        subjects = {s.info.label: s for s in [await bind("subject", s) for s in config.subjects]} if seat == "user" else {}
+        roles_info = {
+            "subjects": [s.info.model_dump() for s in subjects.values()],
+            "user": world.user.info.model_dump() if world.user else "human",
+            "judges": [j.info.model_dump() for j in judges],
+            "director": world.director.info.model_dump() if world.director else "rule",
+            "panel": config.panel.name,
+        }
+        info = manifest(config, rd.path.name, registry_version, prompts, roles_info, ROOT)
+        info["play"] = {"seat": seat, "page_version": version}
+        rd.write_json(rd.manifest, info)
+        provenance = Provenance(config.split, registry_version, config.config_hash(), emobench.__version__)
+        store = PlayStore(rd, registry, bind_panel(config.panel, judges, ROOT), config.limits(), version)
+        hub = PlayHub(store, Bound(world, subjects, prompts, config.limits(), provenance), seat, cases, config.seeds[0])
+        runner = web.AppRunner(make_app(hub), access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, host, port)
+            try:
+                await site.start()
+            except OSError as exc:
+                raise InputError("--port", "", f"cannot listen on {host}:{port}: {exc.strerror}") from None
+            bound_host, bound_port = runner.addresses[0][:2]
+            announce(f"http://{bound_host}:{bound_port}/")
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+
+def play(
+    config: Annotated[Path | None, typer.Option(help="Run config YAML (default: configs/demo.yaml).")] = None,
+    mode: Annotated[str, typer.Option(help="user: people play the user, a model supports; supporter: the reverse.")] = "user",
+    subject: Annotated[list[str] | None, typer.Option(help="Subject binding (mode user); repeat for several.")] = None,
+    user: Annotated[str | None, typer.Option(help="User-simulator binding (mode supporter).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(help="Judge binding; repeat for a panel.")] = None,
+    split: Annotated[SplitName | None, typer.Option(help="Split whose cases are offered (default: the config's).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Offer only the first N cases of the split.")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Turn limit per episode.")] = None,
+    min_turns: Annotated[int | None, typer.Option(help="First turn at which EPM and meter stop rules apply.")] = None,
+    out: Annotated[Path, typer.Option("-o", "--out", help="The run directory episodes go to (continued if it exists).")] = Path(
+        "runs/play"),
+    host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 opens the page to the network.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one.")] = 8765,
+    force: Annotated[bool, typer.Option(help="Continue the run directory even when the config hash differs.")] = False,
+) -> None:
+    """Serve a page where people play the user or the supporter; episodes go to a normal run directory."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from emobench.cli import _overrides, load_run_config
+
+    with one_line_errors():
+        if mode not in ("user", "supporter"):
+            raise InputError("--mode", "", f"{mode!r} is not user or supporter")
+        cfg, flags = load_run_config(config, None, _overrides(subject, user, judge, split, None, max_turns, min_turns, limit))
+        seat: Seat = "user" if mode == "user" else "subject"
+
+        def announce(url: str) -> None:
+            typer.echo(f"emobench play ({mode}) → {url}  episodes in {out}; Ctrl-C stops", err=True)
+
+        with against_flags(flags):
+            try:
+                asyncio.run(serve(cfg, seat, out, host, port, force=force, announce=announce))
+            except KeyboardInterrupt:
+                typer.echo("stopped", err=True)

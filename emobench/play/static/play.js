@@ -1,0 +1,178 @@
+// emobench play: the page's script. Every text from the server is written with textContent,
+// never as HTML; the server's Content-Security-Policy forbids inline script besides.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+
+async function api(method, path, body) {
+  const options = { method, headers: { "Content-Type": "application/json" } };
+  if (body !== undefined) options.body = JSON.stringify(body);
+  const response = await fetch(path, options);
+  let data = {};
+  try { data = await response.json(); } catch (e) { data = { error: "the server sent no answer" }; }
+  if (!response.ok) throw new Error(data.error || response.statusText);
+  return data;
+}
+
+function showError(text) { $("error").textContent = text || ""; }
+
+// --- the start page -------------------------------------------------------------------
+function startPage() {
+  $("join").addEventListener("click", async () => {
+    showError("");
+    try {
+      const data = await api("POST", "/api/join", { handle: $("handle").value, consent: $("agree").checked });
+      window.location.assign("/p/" + encodeURIComponent(data.token));
+    } catch (e) { showError(e.message); }
+  });
+}
+
+// --- a player's page ------------------------------------------------------------------
+const token = decodeURIComponent(window.location.pathname.split("/")[2] || "");
+const base = "/api/p/" + encodeURIComponent(token);
+let current = null;  // the episode on screen
+let seat = "user";
+
+function fill(select, items, label) {
+  select.replaceChildren();
+  for (const item of items) {
+    const option = el("option", label(item));
+    option.value = item.id !== undefined ? item.id : item;
+    select.appendChild(option);
+  }
+}
+
+async function loadPlayer() {
+  const data = await api("GET", base);
+  $("handle").textContent = data.handle;
+  fill($("case"), data.cases, (c) => c.id + " — " + c.persona + ": " + c.topic);
+  if ($("subject")) fill($("subject"), data.subjects, (s) => "model " + s);
+  const body = $("episodes").tBodies[0];
+  body.replaceChildren();
+  for (const ep of data.episodes) {
+    const row = document.createElement("tr");
+    row.dataset.id = ep.id;
+    for (const text of [ep.case, ep.subject, ep.started.replace("T", " ").slice(0, 16), ep.finished ? "finished" : "in progress"]) {
+      row.appendChild(el("td", text));
+    }
+    const cell = el("td");
+    const open = el("button", ep.finished ? "See" : "Resume", "open");
+    open.addEventListener("click", () => openEpisode(ep.id));
+    const del = el("button", "Delete", "quiet delete");
+    del.addEventListener("click", async () => {
+      if (!window.confirm("Delete this episode and everything recorded of it?")) return;
+      try { await api("DELETE", base + "/episodes/" + ep.id); await loadPlayer(); } catch (e) { showError(e.message); }
+    });
+    cell.append(open, " ", del);
+    row.appendChild(cell);
+    body.appendChild(row);
+  }
+}
+
+function render(view) {
+  current = view;
+  window.location.hash = "e=" + view.id;
+  $("pick").classList.add("hidden");
+  $("play").classList.remove("hidden");
+  if (seat === "user") {
+    $("card").textContent = view.card;
+    $("meter-now").textContent = view.meter;
+    $("guidance").textContent = view.guidance || "none this turn";
+    if (view.your_turn) { $("meter").value = view.meter; $("meter-value").textContent = view.meter; }
+  }
+  const list = $("conversation");
+  list.replaceChildren();
+  for (const m of view.messages) {
+    const mine = (m.who === "user") === (seat === "user");
+    const item = el("li", null, mine ? "mine" : "theirs");
+    item.appendChild(el("span", mine ? "You" : (seat === "user" ? "Model " + view.subject : "They"), "who"));
+    item.appendChild(el("p", m.text));
+    list.appendChild(item);
+  }
+  $("compose").classList.toggle("hidden", view.done);
+  $("send").disabled = !view.your_turn && !view.error;
+  showError(view.error || "");
+  $("result").classList.toggle("hidden", !view.done);
+  if (view.done && view.result) renderResult(view.result);
+  list.lastElementChild && list.lastElementChild.scrollIntoView({ block: "end" });
+}
+
+function renderResult(result) {
+  $("summary").textContent = "Ended: " + result.stop_reason.replace(/_/g, " ") +
+    (result.status ? " · EPM status: " + result.status : "") + " · final meter " + result.final_meter;
+  const body = $("verdicts").tBodies[0];
+  body.replaceChildren();
+  for (const t of result.turns) {
+    const row = document.createElement("tr");
+    const level = (axis) => (t.valid ? String(t.progress[axis]) : "–");
+    const setbacks = t.valid ? Object.values(t.regression).reduce((a, b) => a + b, 0) : "–";
+    for (const text of [t.index, level("C"), level("A"), level("P"), setbacks]) row.appendChild(el("td", text));
+    body.appendChild(row);
+  }
+  const dims = Object.entries(result.holistic).map(([k, v]) => k.replace(/_/g, " ") + " " + v + "/10");
+  $("holistic").textContent = dims.length ? "Whole conversation: " + dims.join(" · ") : "";
+}
+
+async function busy(step) {
+  $("busy").classList.remove("hidden");
+  $("send").disabled = $("leave").disabled = true;
+  showError("");
+  try { return await step(); } catch (e) { showError(e.message); return null; }
+  finally { $("busy").classList.add("hidden"); $("send").disabled = $("leave").disabled = false; }
+}
+
+function move() {
+  const body = { message: $("message").value };
+  if (seat === "user") body.meter = Number($("meter").value);
+  return body;
+}
+
+async function openEpisode(id) {
+  const view = await busy(() => api("GET", base + "/episodes/" + id));
+  if (view) render(view);
+}
+
+function playerPage() {
+  seat = document.body.dataset.seat;
+  if ($("meter")) $("meter").addEventListener("input", () => { $("meter-value").textContent = $("meter").value; });
+  const start = async (body) => {
+    const view = await busy(() => api("POST", base + "/episodes", body));
+    if (view) render(view);
+    else { $("pick").classList.add("hidden"); $("play").classList.remove("hidden"); }
+  };
+  $("start").addEventListener("click", () => start({ case: $("case").value, subject: $("subject") ? $("subject").value : null }));
+  $("any").addEventListener("click", () => start({ subject: $("subject") ? $("subject").value : null }));
+  $("send").addEventListener("click", async () => {
+    if (!current) return;
+    const view = await busy(() => api("POST", base + "/episodes/" + current.id + "/turn", move()));
+    if (view) { $("message").value = ""; render(view); }
+  });
+  $("leave").addEventListener("click", async () => {
+    if (!current) return;
+    const view = await busy(() => api("POST", base + "/episodes/" + current.id + "/leave", move()));
+    if (view) { $("message").value = ""; render(view); }
+  });
+  $("back").addEventListener("click", async () => {
+    current = null;
+    history.replaceState(null, "", window.location.pathname);
+    $("play").classList.add("hidden");
+    $("pick").classList.remove("hidden");
+    showError("");
+    await loadPlayer();
+  });
+  loadPlayer().then(() => {
+    const match = window.location.hash.match(/^#e=([0-9a-f]{16})$/);
+    if (match) openEpisode(match[1]);
+  }).catch((e) => showError(e.message));
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  if (document.body.dataset.page === "start") startPage(); else playerPage();
+});
