@@ -80,6 +80,7 @@ def render_html(
         radars=radars,
         trajectory_plot=Markup(plots.trajectories(examples, colors)) if examples else None,
         reliability=meta.get("reliability", {}),
+        fidelity=meta.get("fidelity", {}),
         role_rows=role_rows,
         colors=colors,
         sim_invalid_limit=SIMULATOR_INVALID_LIMIT,

@@ -120,6 +120,7 @@ def build_metadata(
         "bootstrap": bootstrap,
         "examples": examples,
         "reliability": {r.run_id: r.report for r in runs},
+        "fidelity": {r.run_id: r.validity["fidelity"] for r in runs if r.validity and "fidelity" in r.validity},
         "external_runs": {r.run_id: r.external for r in runs if r.external is not None},
     }
     return {(_PREFIX + k).encode(): json.dumps(v, sort_keys=True).encode() for k, v in meta.items()}

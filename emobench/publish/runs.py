@@ -1,4 +1,5 @@
-"""Read a run directory (docs/method.md §7) for publishing: manifest, scores, optional pairwise and report.
+"""Read a run directory (docs/method.md §7) for publishing: manifest, scores, optional pairwise, report
+and validity.json.
 
 Every problem is an InputError naming the file and the field, so the CLI prints one line.
 """
@@ -46,6 +47,7 @@ class Run:
     scores: pa.Table  # SCORE_COLUMNS, plus epm_path when asked for
     pairwise: pa.Table | None
     report: dict[str, Any] | None
+    validity: dict[str, Any] | None = None  # validity.json, where `emobench validate` wrote one
 
     @property
     def run_id(self) -> str:
@@ -83,7 +85,7 @@ def load_run(run_dir: Path, *, with_paths: bool = False) -> Run:
     _validate_scores(run_dir / "scores.parquet", scores, str(man["registry_version"]))
     pairwise = _read_parquet(run_dir / "pairwise.parquet", list(_PAIRWISE_COLUMNS))
     report = _read_json(run_dir / "report.json")
-    return Run(run_dir, man, scores, pairwise, report)
+    return Run(run_dir, man, scores, pairwise, report, _read_json(run_dir / "validity.json"))
 
 
 def _read_json(path: Path, *, required: bool = False) -> dict[str, Any] | None:

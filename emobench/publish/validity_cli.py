@@ -1,9 +1,10 @@
-"""`emobench validate RUN... [--human FILE]`: the validity report of one or more runs
-(docs/validity.md), printed and written to validity.json.
+"""`emobench validate RUN... [--human FILE] [--fidelity HUMAN_RUN SIM_RUN]`: the validity report of
+one or more runs (docs/validity.md), printed and written to validity.json.
 
 Known groups, test-retest and judge-tracker agreement come from the runs on disk. With
 --human, the first run's judge panel rates human-rated conversations on the holistic rubric,
-and the report adds its agreement with the human ratings.
+and the report adds its agreement with the human ratings. With --fidelity, the report compares
+episodes people played as the user with the simulator's (emobench.validation.fidelity).
 """
 
 from __future__ import annotations
@@ -194,14 +195,18 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 
 
 def validate(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Scored run directories (several: seeds and reruns pool).")],
+    run_dirs: Annotated[list[Path] | None, typer.Argument(
+        help="Scored run directories (several: seeds and reruns pool).")] = None,
     human: Annotated[Path | None, typer.Option(help="Human-rated conversations (JSONL, docs/validity.md).")] = None,
-    out: Annotated[Path | None, typer.Option("-o", "--out", help="validity.json path (default: in the first run).")] = None,
+    fidelity: Annotated[tuple[Path, Path] | None, typer.Option(metavar="HUMAN_RUN SIM_RUN",
+        help="Compare a run people played as the user with a simulator run (docs/validity.md).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "-o", "--out", help="validity.json path (default: in the first run, else HUMAN_RUN).")] = None,
     n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     cache: Annotated[bool, typer.Option(help="Answer repeated judge calls from the response cache.")] = True,
 ) -> None:
-    """Validity report: known groups, test–retest, judge–tracker and judge–human agreement."""
+    """Validity report: known groups, test–retest, judge–tracker and judge–human agreement, simulator fidelity."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with one_line_errors():
         from emobench.endpoints.cache import ResponseCache
@@ -211,8 +216,19 @@ def validate(
         responses = None
         if cache:
             responses = ResponseCache(Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite"))
-        report = build_report(run_dirs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed)
-        target = out or run_dirs[0] / "validity.json"
+        if not run_dirs and (fidelity is None or human is not None):
+            raise InputError("validate", "RUN_DIRS", "missing: give the run directories to check (or only --fidelity)")
+        report = build_report(run_dirs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed) if run_dirs else {}
+        if fidelity is not None:
+            from emobench.validation.fidelity import fidelity_report
+
+            report["fidelity"] = fidelity_report(*fidelity, n_boot=n_boot, seed=seed)
+        target = out or (run_dirs[0] if run_dirs else fidelity[0]) / "validity.json"  # type: ignore[index]
         target.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print_report(report, Console())
+    if run_dirs:
+        print_report(report, Console())
+    if fidelity is not None:
+        from emobench.validation.fidelity_report import print_fidelity
+
+        print_fidelity(report["fidelity"], Console())
     Console(stderr=True).print(f"wrote {target}")
