@@ -83,6 +83,9 @@ def load_run(run_dir: Path, *, with_paths: bool = False) -> Run:
     _validate_scores(run_dir / "scores.parquet", scores, str(man["registry_version"]))
     pairwise = _read_parquet(run_dir / "pairwise.parquet", list(_PAIRWISE_COLUMNS))
     report = _read_json(run_dir / "report.json")
+    judge_check = (_read_json(run_dir / "validity.json") or {}).get("judge_check")
+    if judge_check is not None:  # `emobench validate RUN --judge-check` wrote it beside the run's report
+        report = {**(report or {}), "judge_check": judge_check}
     return Run(run_dir, man, scores, pairwise, report)
 
 
