@@ -194,10 +194,11 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 
 
 def validate(
-    run_dirs: Annotated[
-        list[Path] | None, typer.Argument(help="Scored run directories (several: seeds and reruns pool); optional with --judge-check.")] = None,
+    run_dirs: Annotated[list[Path] | None, typer.Argument(
+        help="Scored run directories (several: seeds and reruns pool); optional with --judge-check.")] = None,
     human: Annotated[Path | None, typer.Option(help="Human-rated conversations (JSONL, docs/validity.md).")] = None,
-    out: Annotated[Path | None, typer.Option("-o", "--out", help="validity.json path (default: in the first run, else here).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "-o", "--out", help="validity.json path (default: in the first run, else here).")] = None,
     n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed; also the judge check's sample and judge seeds.")] = 0,
     cache: Annotated[bool, typer.Option(help="Answer repeated judge calls from the response cache.")] = True,
