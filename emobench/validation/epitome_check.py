@@ -3,7 +3,7 @@ response) pairs through the MDEP and holistic rubrics, and its levels are set ag
 human annotators' (docs/judges.md).
 
 Each pair is a one-turn conversation: the seeker post is the user's message, the response the
-reply rated. The rubrics' card fields come from the stand-in card (validity/epitome-stand-in.yaml).
+reply rated. The rubrics' card fields come from the stand-in card (judges/stand-ins/epitome.yaml).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from emobench.validation.stand_in import stand_in_case
 
 # Which MDEP axis's progress level stands for each EPITOME mechanism (docs/judges.md).
 AXIS_OF = {"emotional_reactions": "A", "interpretations": "C", "explorations": "P"}
-STAND_IN = Path("validity") / "epitome-stand-in.yaml"
+STAND_IN = Path("judges") / "stand-ins" / "epitome.yaml"
 CONCURRENCY = 32  # pairs in flight per panel: a CPU vLLM batch of a small model is nearly free to widen
 SOURCE = {
     "dataset": "EPITOME",

@@ -12,6 +12,7 @@ from rich.table import Table
 from emobench.config import PanelConfig
 from emobench.endpoints.cache import ResponseCache
 from emobench.errors import InputError
+from emobench.library_paths import library_file
 from emobench.validation.epitome_data import MECHANISMS
 
 DATASETS = ("epitome",)
@@ -25,7 +26,7 @@ def _panels(paths: list[Path], run_dirs: list[Path], root: Path) -> list[tuple[s
     from emobench.rundir import RunDir
 
     if paths:
-        panels = [(p.stem, load_panel(p if p.exists() else root / p)) for p in paths]
+        panels = [(p.stem, load_panel(library_file(p))) for p in paths]
     elif run_dirs:
         rd = RunDir(run_dirs[0])
         panel = validate_config(rd.read_manifest()["config"], rd.manifest, root).panel

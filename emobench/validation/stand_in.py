@@ -1,5 +1,5 @@
 """The stand-in case the judges read when they rate a single (post, reply) pair that has no
-persona or scenario card of its own (validity/epitome-stand-in.yaml, docs/judges.md)."""
+persona or scenario card of its own (judges/stand-ins/epitome.yaml, docs/judges.md)."""
 
 from __future__ import annotations
 
