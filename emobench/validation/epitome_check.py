@@ -24,6 +24,7 @@ from emobench.prompts import PromptTemplate, load_template
 from emobench.records import ModelCall
 from emobench.registry import Case
 from emobench.registry.models import AXES
+from emobench.runner import _caller
 from emobench.validation.agreement_stats import level_agreement, score_agreement
 from emobench.validation.epitome_data import FILES, LEVELS, MECHANISMS, EpitomeData, Pair, samples
 from emobench.validation.stand_in import stand_in_case
@@ -72,8 +73,6 @@ async def rate_pairs(
     retries = int(RunConfig.model_fields["judge_retries"].default)
     templates = {name: load_template(root / "judges" / panel.rubrics[name]) for name in ("mdep", "holistic")}
     started = time.perf_counter()
-    from emobench.runner import _caller
-
     async with AsyncExitStack() as stack:
         pool = EndpointPool(stack, log_dir, cache)
         judges = []
