@@ -94,8 +94,11 @@ def test_emotional_reactions_statistics_match_the_hand_computed_values(checked: 
     assert er["alpha_ordinal"]["value"] == pytest.approx(989 / 3024, abs=1e-4)
     assert er["alpha_ordinal"]["lo"] <= er["alpha_ordinal"]["value"] <= er["alpha_ordinal"]["hi"]
     # Human levels 0,0,1,1,2,2: majority (first of the tied) level 0 agrees on 1/3, chance on 3*(1/3)^2.
+    # The majority rater's alpha: o00=4 o01=o10=2 o02=o20=2, so n0=8 n1=2 n2=2; delta^2: (0,1) 25,
+    # (0,2) 49, (1,2) 4; observed 2(2*25 + 2*49) = 296, expected 2(16*25 + 16*49 + 4*4) = 2400;
+    # alpha = 1 - 11*296/2400 = -856/2400.
     assert er["baselines"]["majority"] == {"level": 0, "exact_agreement": pytest.approx(1 / 3, abs=1e-4),
-                                           "spearman": None, "alpha": None}
+                                           "spearman": None, "alpha": pytest.approx(-856 / 2400, abs=1e-4)}
     assert er["baselines"]["chance"]["exact_agreement"] == pytest.approx(1 / 3, abs=1e-4)
     assert abs(er["baselines"]["chance"]["alpha"]["mean"]) < 0.2
 

@@ -65,7 +65,8 @@ def baselines(human: np.ndarray, levels: Sequence[int], n_boot: int, seed: int) 
     """What raters that ignore the reply would score on these pairs.
 
     Majority class: always the commonest human level; its exact agreement is that level's
-    share, and its rho and alpha are undefined (a constant rater). Chance: a rater drawing
+    share, its rho is undefined (a constant rater), and its alpha is negative whenever the
+    humans use more than one level. Chance: a rater drawing
     levels at random with the human levels' own frequencies; its expected exact agreement is
     the sum of squared shares, and rho and alpha are given as the mean and 95% range over
     n_boot such raters.
@@ -86,7 +87,8 @@ def baselines(human: np.ndarray, levels: Sequence[int], n_boot: int, seed: int) 
         return {"mean": _round(float(values.mean())), "lo": _round(lo), "hi": _round(hi)}
 
     return {
-        "majority": {"level": majority, "exact_agreement": _round(float(shares.max())), "spearman": None, "alpha": None},
+        "majority": {"level": majority, "exact_agreement": _round(float(shares.max())), "spearman": None,
+                     "alpha": _round(_alpha(human, np.full(human.size, float(majority))))},
         "chance": {"exact_agreement": _round(float(np.sum(shares**2))), **{k: summary(v) for k, v in sims.items()}},
     }
 

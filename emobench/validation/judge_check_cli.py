@@ -86,7 +86,9 @@ def print_judge_check(block: dict[str, Any], console: Console) -> None:
         name = f"{mechanism} ({block['mapping'][mechanism].split('.')[0]}), N={first['n']}"
         majority, chance = base.get("majority") or {}, base.get("chance") or {}
         table.add_row(name, "Spearman ρ", *(_ci(r["spearman"]) for r in rows.values()), "–", _chance(chance.get("spearman")))
-        table.add_row("", "ordinal α", *(_ci(r["alpha_ordinal"]) for r in rows.values()), "–", _chance(chance.get("alpha")))
+        alpha = majority.get("alpha")
+        table.add_row("", "ordinal α", *(_ci(r["alpha_ordinal"]) for r in rows.values()),
+                      "–" if alpha is None else f"{alpha:.2f}", _chance(chance.get("alpha")))
         table.add_row("", "exact agreement", *(_ci(r["exact_agreement"]) for r in rows.values()),
                       f"{majority.get('exact_agreement', 0):.2f}", f"{chance.get('exact_agreement', 0):.2f}")
         table.add_row("", "invalid share", *(_ci(r["invalid_share"]) for r in rows.values()), "", "", end_section=True)
