@@ -221,6 +221,8 @@ def validate(
         runs = run_dirs or []
         if not runs and judge_check is None:
             raise InputError("validate", "RUN_DIRS", "give scored run directories, --judge-check, or both")
+        if human is not None and not runs:
+            raise InputError("--human", "", "needs a run directory: the run's panel rates the file")
         report = build_report(runs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed) if runs else {}
         target = out or (runs[0] / "validity.json" if runs else Path("validity.json"))
         if judge_check is not None:
