@@ -85,7 +85,11 @@ def load_run(run_dir: Path, *, with_paths: bool = False) -> Run:
     _validate_scores(run_dir / "scores.parquet", scores, str(man["registry_version"]))
     pairwise = _read_parquet(run_dir / "pairwise.parquet", list(_PAIRWISE_COLUMNS))
     report = _read_json(run_dir / "report.json")
-    return Run(run_dir, man, scores, pairwise, report, _read_json(run_dir / "validity.json"))
+    validity = _read_json(run_dir / "validity.json")
+    judge_check = (validity or {}).get("judge_check")
+    if judge_check is not None:  # `emobench validate RUN --judge-check` wrote it beside the run's report
+        report = {**(report or {}), "judge_check": judge_check}
+    return Run(run_dir, man, scores, pairwise, report, validity)
 
 
 def _read_json(path: Path, *, required: bool = False) -> dict[str, Any] | None:

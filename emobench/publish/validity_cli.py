@@ -196,17 +196,22 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 
 def validate(
     run_dirs: Annotated[list[Path] | None, typer.Argument(
-        help="Scored run directories (several: seeds and reruns pool).")] = None,
+        help="Scored run directories (several: seeds and reruns pool); optional with --fidelity or --judge-check.")] = None,
     human: Annotated[Path | None, typer.Option(help="Human-rated conversations (JSONL, docs/validity.md).")] = None,
     fidelity: Annotated[tuple[Path, Path] | None, typer.Option(metavar="HUMAN_RUN SIM_RUN",
         help="Compare a run people played as the user with a simulator run (docs/validity.md).")] = None,
     out: Annotated[Path | None, typer.Option(
-        "-o", "--out", help="validity.json path (default: in the first run, else HUMAN_RUN).")] = None,
+        "-o", "--out", help="validity.json path (default: in the first run, else HUMAN_RUN, else here).")] = None,
     n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed; also the judge check's sample and judge seeds.")] = 0,
     cache: Annotated[bool, typer.Option(help="Answer repeated judge calls from the response cache.")] = True,
+    judge_check: Annotated[str | None, typer.Option(help="Rate a human-rated data set: epitome (docs/judges.md).")] = None,
+    panel: Annotated[list[Path] | None, typer.Option(help="Judge-check panel file; repeat to compare panels.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Judge check: a stratified sample of N pairs per mechanism.")] = None,
+    data: Annotated[Path | None, typer.Option(help="Judge check: the folder holding the data set's files.")] = None,
 ) -> None:
-    """Validity report: known groups, test–retest, judge–tracker and judge–human agreement, simulator fidelity."""
+    """Validity report: known groups, test–retest, judge–tracker and judge–human agreement; with
+    --fidelity, the simulator against people; with --judge-check, the panel against a human-annotated data set."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with one_line_errors():
         from emobench.endpoints.cache import ResponseCache
@@ -216,19 +221,32 @@ def validate(
         responses = None
         if cache:
             responses = ResponseCache(Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite"))
-        if not run_dirs and (fidelity is None or human is not None):
-            raise InputError("validate", "RUN_DIRS", "missing: give the run directories to check (or only --fidelity)")
-        report = build_report(run_dirs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed) if run_dirs else {}
+        runs = run_dirs or []
+        if not runs and judge_check is None and fidelity is None:
+            raise InputError("validate", "RUN_DIRS", "give scored run directories, --fidelity, --judge-check, or several")
+        if human is not None and not runs:
+            raise InputError("--human", "", "needs a run directory: the run's panel rates the file")
+        report = build_report(runs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed) if runs else {}
+        target = out or (runs[0] / "validity.json" if runs else fidelity[0] / "validity.json" if fidelity else Path("validity.json"))
         if fidelity is not None:
             from emobench.validation.fidelity import fidelity_report
 
             report["fidelity"] = fidelity_report(*fidelity, n_boot=n_boot, seed=seed)
-        target = out or (run_dirs[0] if run_dirs else fidelity[0]) / "validity.json"  # type: ignore[index]
+        if judge_check is not None:
+            from emobench.validation.judge_check_cli import judge_check_report
+
+            report["judge_check"] = judge_check_report(
+                judge_check, panel or [], data, limit=limit, run_dirs=runs, root=ROOT, cache=responses,
+                log_dir=target.parent / "logs", seed=seed, n_boot=n_boot)
         target.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    if run_dirs:
+    if "known_groups" in report:
         print_report(report, Console())
-    if fidelity is not None:
+    if "fidelity" in report:
         from emobench.validation.fidelity_report import print_fidelity
 
         print_fidelity(report["fidelity"], Console())
+    if "judge_check" in report:
+        from emobench.validation.judge_check_cli import print_judge_check
+
+        print_judge_check(report["judge_check"], Console())
     Console(stderr=True).print(f"wrote {target}")
