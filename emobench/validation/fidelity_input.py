@@ -55,8 +55,13 @@ class Matched:
 
 
 def user_model(rd: RunDir) -> str:
-    """The user role's model the manifest records."""
-    roles = rd.read_manifest().get("roles")
+    """Who played the user, as the manifest records it: `human` for a run of `emobench play` in
+    the user seat, else the user role's model (human:<handle> for people's episodes recorded elsewhere)."""
+    man = rd.read_manifest()
+    play = man.get("play")
+    if isinstance(play, dict) and play.get("seat") == "user":
+        return "human"
+    roles = man.get("roles")
     user = roles.get("user") if isinstance(roles, dict) else None
     model = user.get("model") if isinstance(user, dict) else None
     if not isinstance(model, str) or not model:
@@ -65,7 +70,7 @@ def user_model(rd: RunDir) -> str:
 
 
 def is_human(model: str) -> bool:
-    return model.startswith(HUMAN_PREFIX)
+    return model == "human" or model.startswith(HUMAN_PREFIX)
 
 
 def _view(episode: Episode, side: Side) -> EpisodeView:
@@ -98,10 +103,11 @@ def _read(path: Path, side: Side) -> tuple[str, list[EpisodeView]]:
                          f"as the user ({HUMAN_PREFIX}<handle>)")
     if side == "simulator" and is_human(model):
         raise InputError(rd.manifest, "roles.user.model", f"{model!r}: SIM_RUN must be a run the simulator played")
-    episodes = [_view(e, side) for e in rd.read_episodes()]
-    if not episodes:
+    read = rd.read_episodes()
+    if not read:
         raise InputError(rd.episodes, "", "no finished episodes")
-    return model, episodes
+    players = sorted({e.human.player for e in read if e.human is not None and e.human.seat == "user"})
+    return ", ".join(players) or model, [_view(e, side) for e in read]
 
 
 def read_matched(human_run: Path, simulator_run: Path) -> Matched:

@@ -10,7 +10,7 @@ from emobench.errors import InputError
 from emobench.registry import Case
 from emobench.registry.hashing import card_hash, case_hash, sha256_hex
 from emobench.registry.loader import _validate, read_yaml
-from emobench.registry.models import IEDRLevels, Persona, PersonaCard, Scenario, ScenarioCard
+from emobench.registry.models import HiddenNeed, IEDRLevels, Persona, PersonaCard, Scenario, ScenarioCard
 
 
 def stand_in_case(path: Path) -> tuple[Case, dict[str, Any]]:
@@ -22,10 +22,13 @@ def stand_in_case(path: Path) -> tuple[Case, dict[str, Any]]:
         if key not in data:
             raise InputError(path, key, "missing")
     persona_card = _validate(PersonaCard, data["persona"], path, prefix="persona")
-    scenario_card = _validate(ScenarioCard, {**data["scenario"], "hidden_need": data["hidden_need"]}, path, prefix="scenario")
+    scenario_card = _validate(ScenarioCard, data["scenario"], path, prefix="scenario")
     iedr = _validate(IEDRLevels, data["iedr"], path, prefix="iedr")
     persona = Persona(**persona_card.model_dump(), content_hash=card_hash(persona_card))
     scenario = Scenario(**scenario_card.model_dump(), content_hash=card_hash(scenario_card))
-    case = Case(id=str(data["id"]), split="epitome", scenario=scenario, persona=persona, iedr=iedr,
-                content_hash=case_hash(str(data["id"]), scenario.content_hash, persona.content_hash, iedr.model_dump()))
+    # As in edition 3, the need belongs to the case, on the persona's high axis.
+    need = _validate(HiddenNeed, {"axis": persona.needs.dominant, "text": data["hidden_need"]}, path, prefix="hidden_need")
+    case = Case(id=str(data["id"]), split="epitome", scenario=scenario, persona=persona, iedr=iedr, case_need=need,
+                content_hash=case_hash(str(data["id"]), scenario.content_hash, persona.content_hash, iedr.model_dump(),
+                                       hidden_need=need.model_dump()))
     return case, {"file": path.name, "content_hash": sha256_hex(data), "card": data}
