@@ -63,7 +63,7 @@ HIDDEN_NEED = (
 
 @pytest.fixture
 def case(registry: Registry) -> Case:
-    # demo-01 (son-wants-to-move with Lucia Ferreira), pinned so a card edit cannot move the rules' inputs.
+    # demo3-01 (son-wants-to-move with Lucia Ferreira), pinned so a card edit cannot move the rules' inputs.
     case = registry.cases("demo")[0]
     persona = case.persona.model_copy(update={"name": "Lucia Ferreira", "meter_start": 40})
     need = HiddenNeed(axis=case.dominant_axis, text=HIDDEN_NEED)

@@ -24,7 +24,7 @@ from tests.fake_openai import FakeOpenAIServer, FakeState
 
 TEMPLATE = load_template(ROOT / "judges" / "iedr.j2")
 RETRIES = 2
-# demo-01 as authored: P0 = (-7, -19, -16), |P0| = 25.8, easy.
+# demo3-01 as authored: P0 = (-7, -19, -16), |P0| = 25.8, easy.
 DEMO_01 = {"C1": 1, "C2": 1, "C3": 1, "A1": 3, "A2": 1, "A3": 3, "P1": 1, "P2": 2, "P3": 2}
 
 
@@ -125,7 +125,7 @@ def _cli() -> typer.Typer:
 
 
 def _respond_by_persona(registry: Registry, bad_for: str | None = None) -> Any:
-    """demo-01 (Lucia) is rated with A2 = 3 (a disagreement); demo-02 as authored."""
+    """demo3-01 (Lucia) is rated with A2 = 3 (a disagreement); demo3-02 as authored."""
     demo_02 = registry.cases("demo")[1].iedr.model_dump()
 
     def respond(body: dict[str, Any]) -> str:
@@ -147,16 +147,16 @@ def test_calibrate_prints_disagreements_and_writes_the_report(registry: Registry
                                     env={"COLUMNS": "200"})
         sampling = {(r["body"]["temperature"], r["body"]["max_tokens"]) for r in server.state.requests}
     assert result.exit_code == 0, result.output
-    assert "demo-01" in result.output and "easy → hard" in result.output and "A2 1→3" in result.output
-    assert "demo-02" not in result.output.split("Agreement per item")[0]  # agrees, so not in the table
+    assert "demo3-01" in result.output and "easy → hard" in result.output and "A2 1→3" in result.output
+    assert "demo3-02" not in result.output.split("Agreement per item")[0]  # agrees, so not in the table
     assert "band matches in 50% of 2 rated case(s); 1 disagreement(s)" in result.output
     assert sampling == {(0.0, 1024)}
     report = json.loads(out.read_text())
     assert report["split"] == "demo" and report["judge"]["model"] == "fake-model" and report["template"] == TEMPLATE.ref
     assert report["summary"]["items"]["A2"]["exact"] == 0.5 and report["summary"]["items"]["C1"]["exact"] == 1.0
     by_id = {c["case_id"]: c for c in report["cases"]}
-    assert by_id["demo-01"]["disagree"] and not by_id["demo-02"]["disagree"]
-    assert by_id["demo-01"]["diff"]["A2"] == 2 and len(by_id["demo-01"]["calls"]) == 1
+    assert by_id["demo3-01"]["disagree"] and not by_id["demo3-02"]["disagree"]
+    assert by_id["demo3-01"]["diff"]["A2"] == 2 and len(by_id["demo3-01"]["calls"]) == 1
 
 
 def test_calibrate_reports_a_case_with_no_valid_rating(registry: Registry, tmp_path: Path) -> None:
@@ -166,10 +166,10 @@ def test_calibrate_reports_a_case_with_no_valid_rating(registry: Registry, tmp_p
         result = CliRunner().invoke(_cli(), ["calibrate", "--split", "demo", "--judge", binding, "--out", str(out)],
                                     env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "demo-02: no valid rating after 3 attempt(s): not JSON" in result.output
+    assert "demo3-02: no valid rating after 3 attempt(s): not JSON" in result.output
     report = json.loads(out.read_text())
     assert report["summary"]["rated"] == 1 and report["summary"]["invalid"] == 1
-    missing = next(c for c in report["cases"] if c["case_id"] == "demo-02")
+    missing = next(c for c in report["cases"] if c["case_id"] == "demo3-02")
     assert not missing["valid"] and "rated" not in missing and all(c["error"] for c in missing["calls"])
 
 
@@ -186,7 +186,7 @@ def test_calibrate_bad_input_is_one_line_and_exit_2(args: list[str], message: st
 
 
 def test_compare_uses_the_case_band(registry: Registry) -> None:
-    # demo-02 as authored is very hard: |P0| = |(-21, -21, -22)| = 36.96.
+    # demo3-02 as authored is very hard: |P0| = |(-21, -21, -22)| = 36.96.
     case: Case = registry.cases("demo")[1]
     row = compare(case, case.iedr)
     assert row["p0_authored"] == [-21, -21, -22] and row["band_authored"] == row["band_rated"] == "very_hard"

@@ -113,9 +113,9 @@ def test_judge_tracker_pairs_each_judged_turn_with_the_next_valence_change(
     # The fake panel stops the real subject by success after 6 and 8 turns, each reference by
     # collapse after 5; no episode ends on a user who leaves.
     shapes = sorted((e.subject, e.case_id, len(e.turns), e.last_user is None) for e in episodes)
-    assert shapes == [("scripted:dismissive", "demo-01", 5, True), ("scripted:dismissive", "demo-02", 5, True),
-                      ("scripted:echo", "demo-01", 5, True), ("scripted:echo", "demo-02", 5, True),
-                      ("subject-a", "demo-01", 6, True), ("subject-a", "demo-02", 8, True)]
+    assert shapes == [("scripted:dismissive", "demo3-01", 5, True), ("scripted:dismissive", "demo3-02", 5, True),
+                      ("scripted:echo", "demo3-01", 5, True), ("scripted:echo", "demo3-02", 5, True),
+                      ("subject-a", "demo3-01", 6, True), ("subject-a", "demo3-02", 8, True)]
     # Valence of turn k's user message: (k - 1) ** 2, so the change from turn k to k + 1 is 2k - 1.
     position = {t.user.message: float(t.index - 1) ** 2 for e in episodes for t in e.turns}
     monkeypatch.setattr(validity, "valence", lambda texts: [position[x] for x in texts])
