@@ -31,7 +31,7 @@ class EpisodeView:
     subject: str  # the subject's model, as the episode recorded it
     meters: tuple[float, ...]  # the user's meter at each turn, then where they left it if they left
     messages: tuple[str, ...]  # every user message that got a reply, turn 1 included
-    moves: tuple[str, ...]  # the user's own messages: turns 2.. and the one they left with
+    moves: tuple[str, ...]  # the user's own messages: turns 2.. and the one they left with, if any
     stop_reason: str
     levels: tuple[dict[str, int], ...]  # per validly judged turn: the panel's median level per MDEP item
 
@@ -44,7 +44,7 @@ class EpisodeView:
 class Matched:
     human: list[EpisodeView]
     simulator: list[EpisodeView]
-    human_users: list[str]  # the user role models of the human run (human:<handle>)
+    human_users: list[str]  # the people who played the user in the human run (human:<handle>), sorted
     simulator_user: str
     unmatched_human: int
     unmatched_simulator: int
@@ -79,7 +79,8 @@ def _view(episode: Episode, side: Side) -> EpisodeView:
     moves = [t.user.message for t in episode.turns if t.index > 1]
     meters = [t.meter for t in episode.turns]
     if episode.last_user is not None:
-        moves.append(episode.last_user.message)
+        if episode.last_user.message.strip():  # a person may leave without a word: no move to compare
+            moves.append(episode.last_user.message)
         meters.append(episode.final_meter)
     levels = tuple(
         {f"{axis} {kind}": int(getattr(t.judgement, kind)[axis]) for axis in AXES for kind in ("progress", "regression")}
@@ -93,7 +94,7 @@ def _view(episode: Episode, side: Side) -> EpisodeView:
     )
 
 
-def _read(path: Path, side: Side) -> tuple[str, list[EpisodeView]]:
+def _read(path: Path, side: Side) -> tuple[list[str], list[EpisodeView]]:
     if not path.is_dir():
         raise InputError(path, "", "run directory not found")
     rd = RunDir(path)
@@ -107,17 +108,17 @@ def _read(path: Path, side: Side) -> tuple[str, list[EpisodeView]]:
     if not read:
         raise InputError(rd.episodes, "", "no finished episodes")
     players = sorted({e.human.player for e in read if e.human is not None and e.human.seat == "user"})
-    return ", ".join(players) or model, [_view(e, side) for e in read]
+    return players or [model], [_view(e, side) for e in read]
 
 
 def read_matched(human_run: Path, simulator_run: Path) -> Matched:
     """Both runs' episodes on the (case, subject) pairs both played; InputError when none match."""
-    human_user, human = _read(human_run, "human")
-    sim_user, simulator = _read(simulator_run, "simulator")
+    human_users, human = _read(human_run, "human")
+    (sim_user,), simulator = _read(simulator_run, "simulator")
     shared = {e.pair for e in human} & {e.pair for e in simulator}
     if not shared:
         raise InputError(human_run, "", f"no episode shares a case and subject with {simulator_run} "
                          f"(human: {sorted({e.case_id for e in human})}, simulator: {sorted({e.case_id for e in simulator})})")
     kept_h = [e for e in human if e.pair in shared]
     kept_s = [e for e in simulator if e.pair in shared]
-    return Matched(kept_h, kept_s, [human_user], sim_user, len(human) - len(kept_h), len(simulator) - len(kept_s))
+    return Matched(kept_h, kept_s, human_users, sim_user, len(human) - len(kept_h), len(simulator) - len(kept_s))
