@@ -15,7 +15,7 @@ from tests.conftest import write_config
 
 # Four test-split cases: two defensive personas (high threshold) and two receptive ones, so the
 # example pipelines' `--slice persona_resilience=defensive` has cases to pair.
-GATE_CASES = ["test2-01", "test2-02", "test2-05", "test2-06"]
+GATE_CASES = ["test3-01", "test3-02", "test3-05", "test3-06"]
 BASELINE_SUBJECT = "accepted-model"
 
 

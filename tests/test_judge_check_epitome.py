@@ -180,7 +180,7 @@ def test_a_bad_data_folder_is_one_line_and_exit_2(tmp_path: Path, damage: str, e
 
 def test_judge_check_needs_data_and_a_known_set(tmp_path: Path) -> None:
     result = _cli()
-    assert result.returncode == 2 and "give scored run directories, --judge-check, or both" in result.stderr
+    assert result.returncode == 2 and "give scored run directories, --fidelity, --judge-check, or several" in result.stderr
     result = _cli("--human", "h.jsonl", "--judge-check", "epitome", "--data", str(FIXTURE), "-o", str(tmp_path / "v.json"))
     assert result.returncode == 2 and "--human: needs a run directory" in result.stderr
     result = _cli("--judge-check", "epitome", "-o", str(tmp_path / "v.json"))
