@@ -23,10 +23,10 @@ from pathlib import Path
 from _servers import cpu_line, load_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.cdp import Browser  # noqa: E402
-from tests.conftest import write_config  # noqa: E402
-from tests.fake_openai import FakeOpenAIServer, FakeState  # noqa: E402
-from tests.play_support import PlayServer  # noqa: E402
+from tests.cdp import Browser
+from tests.conftest import write_config
+from tests.fake_openai import FakeOpenAIServer, FakeState
+from tests.play_support import PlayServer
 
 
 def turn_times(server: PlayServer, token: str, turns: int) -> list[float]:

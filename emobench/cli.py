@@ -29,7 +29,8 @@ COMMANDS = {
     ),
     "validate": Lazy(
         "emobench.publish.validity_cli:validate",
-        "Validity report: known groups, test–retest, judge–tracker and judge–human agreement; with --fidelity, the simulator against people; with --judge-check, the panel against a human-annotated data set.",
+        "Validity report: known groups, test–retest, judge–tracker and judge–human agreement; with --fidelity, "
+        "the simulator against people; with --judge-check, the panel against a human-annotated data set.",
     ),
     "gate": Lazy(
         "emobench.gate.cli:gate", "Regression gate: exit 0 pass, 1 significant regression beyond tolerance, 2 bad input."

@@ -227,7 +227,8 @@ def validate(
         if human is not None and not runs:
             raise InputError("--human", "", "needs a run directory: the run's panel rates the file")
         report = build_report(runs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed) if runs else {}
-        target = out or (runs[0] / "validity.json" if runs else fidelity[0] / "validity.json" if fidelity else Path("validity.json"))
+        home = runs[0] if runs else fidelity[0] if fidelity else Path(".")
+        target = out or home / "validity.json"
         if fidelity is not None:
             from emobench.validation.fidelity import fidelity_report
 
