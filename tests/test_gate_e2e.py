@@ -17,7 +17,7 @@ from emobench.gate.baseline import load_side
 from emobench.registry import load_registry
 from emobench.runner import ROOT, load_prompts, manifest
 from tests.fake_openai import WORSE_MODEL, FakeOpenAIServer, FakeState, scripted_responder
-from tests.gate_support import BASELINE_SUBJECT, emobench, gate_config, publish_baseline, run
+from tests.gate_support import BASELINE_SUBJECT, GATE_CASES, emobench, gate_config, publish_baseline, run
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,17 @@ def test_mismatched_bundle_is_refused(
     code, out, err = _gate(published, cand, tmp_path / "s.md")
     assert code == 2 and out == "" and not (tmp_path / "s.md").exists()
     assert err.count("\n") == 1 and ": split: 'demo' differs from the baseline's 'test'" in err
+
+
+def test_another_edition_is_refused(server: FakeOpenAIServer, published: Path, tmp_path: Path) -> None:
+    """The same four slots of the second edition (archived as test-v2) against an edition-3 bundle:
+    their cards, hidden needs and prompts differ, so the gate refuses rather than compares."""
+    old_cases = [case.replace("test3-", "test2-") for case in GATE_CASES]
+    cand = run(gate_config(tmp_path / "c.yaml", server.base_url, split="test-v2", cases=old_cases), tmp_path,
+               "v2", server.base_url, "fake-model")
+    code, out, err = _gate(published, cand, tmp_path / "s.md")
+    assert code == 2 and out == "" and not (tmp_path / "s.md").exists()
+    assert err.count("\n") == 1 and ": split: 'test-v2' differs from the baseline's 'test'" in err
 
 
 def test_the_repository_bundle_is_a_current_baseline() -> None:
