@@ -28,7 +28,7 @@ COMMANDS = {
         "Write one self-contained HTML page of a run: episodes, transcripts, plots, reliability.",
     ),
     "validate": Lazy(
-        "emobench.publish.validity_cli:validate",
+        "emobench.validation.cli:validate",
         "Validity report: known groups, test–retest, judge–tracker and judge–human agreement; with --fidelity, "
         "the simulator against people; with --judge-check, the panel against a human-annotated data set.",
     ),

@@ -1,7 +1,7 @@
 """Validity evidence for a run (docs/validity.md): known groups, test-retest, judge-tracker and
 judge-human agreement.
 
-Pure functions over scores frames, episodes and ratings; the CLI (emobench.publish.validity_cli)
+Pure functions over scores frames, episodes and ratings; the CLI (emobench.validation.cli)
 and finalize_run (report.json) only gather the inputs.
 """
 
