@@ -87,8 +87,8 @@ def load_patterns() -> AuditPatterns:
                 raise InputError(path, f"out_of_character.{kind}", f"bad regular expression {pattern!r}: {exc}") from None
         patterns[kind] = tuple(items)
     stopwords = data.get("stopwords")
-    if not isinstance(stopwords, list):
-        raise InputError(path, "stopwords", "must be a list of words")
+    if not isinstance(stopwords, list) or not all(isinstance(w, str) for w in stopwords):
+        raise InputError(path, "stopwords", "must be a list of words (quote no, on, off, yes)")
     return AuditPatterns(
         version=hashlib.sha256(source.encode()).hexdigest()[:10],
         patterns=patterns,

@@ -7,8 +7,11 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from emobench.errors import InputError
 
 HERE = Path(__file__).parent
 _TOKEN = re.compile(r"[^\W\d_][\w'’-]*")
@@ -31,17 +34,26 @@ def _apostrophes(word: str) -> str:
     return word.replace("’", "'")
 
 
+def _strings(data: dict[str, Any], key: str, path: Path) -> list[str]:
+    """A word list; a bare YAML boolean (no, on, off) would silently become False or True."""
+    items = data.get(key)
+    if not isinstance(items, list) or not all(isinstance(w, str) for w in items):
+        raise InputError(path, key, "must be a list of strings (quote no, on, off, yes)")
+    return items
+
+
 @lru_cache(maxsize=1)
 def story_words() -> StoryWords:
-    names = yaml.safe_load((HERE / "common_names.yaml").read_text(encoding="utf-8"))
-    words = yaml.safe_load((HERE / "story_words.yaml").read_text(encoding="utf-8"))
+    names_path, words_path = HERE / "common_names.yaml", HERE / "story_words.yaml"
+    names = yaml.safe_load(names_path.read_text(encoding="utf-8"))
+    words = yaml.safe_load(words_path.read_text(encoding="utf-8"))
     return StoryWords(
-        common_names=frozenset(_apostrophes(str(n)) for n in names["names"]),
-        family=frozenset(str(w) for w in words["family"]),
-        adverbs=frozenset(str(w) for w in words["adverbs"]),
-        admission_verbs=frozenset(str(w) for w in words["admission_verbs"]),
-        menus=tuple(re.compile(p, re.IGNORECASE) for p in words["menus"]),
-        stopwords=frozenset(str(w) for w in words["stopwords"]),
+        common_names=frozenset(_apostrophes(n) for n in _strings(names, "names", names_path)),
+        family=frozenset(_strings(words, "family", words_path)),
+        adverbs=frozenset(_strings(words, "adverbs", words_path)),
+        admission_verbs=frozenset(_strings(words, "admission_verbs", words_path)),
+        menus=tuple(re.compile(p, re.IGNORECASE) for p in _strings(words, "menus", words_path)),
+        stopwords=frozenset(_strings(words, "stopwords", words_path)),
     )
 
 
