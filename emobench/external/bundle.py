@@ -101,7 +101,7 @@ def leaderboard_table(cases: pa.Table, *, n_boot: int, seed: int) -> pa.Table:
             n = int(inside.sum())
             p = grid["success"][:, inside].mean(axis=1)
             p_lo, p_hi = wilson_interval(p, np.full(s_n, float(n)), CI)  # one episode per case
-            point = est.point[k].reshape(len(METRICS), s_n)
+            point, lo, hi = (a[k].reshape(len(METRICS), s_n) for a in (est.point, est.lo, est.hi))
             order = np.lexsort((np.arange(s_n), -point[0]))  # best EPM-Q (EMPA) first
             for s in order:
                 columns["slice_family"].append(family)
@@ -110,8 +110,8 @@ def leaderboard_table(cases: pa.Table, *, n_boot: int, seed: int) -> pa.Table:
                 columns["external"].append(True)
                 for m, metric in enumerate(METRICS):
                     columns[metric].append(point[m, s])
-                    columns[f"{metric}_lo"].append(est.lo[k].reshape(len(METRICS), s_n)[m, s])
-                    columns[f"{metric}_hi"].append(est.hi[k].reshape(len(METRICS), s_n)[m, s])
+                    columns[f"{metric}_lo"].append(lo[m, s])
+                    columns[f"{metric}_hi"].append(hi[m, s])
                 published = grid["epmq_empa_published"][s, inside].mean()
                 columns["epmq_empa_published"].append(published if family == "overall" else None)
                 columns["success_rate"].append(p[s])
