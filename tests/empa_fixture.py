@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,14 @@ def write_empa_results(root: Path, plan: dict[str, dict[str, Levels]], attribute
             writer.writeheader()
             writer.writerows(rows)
     return root
+
+
+def varied_plan(n_models: int, n_scripts: int, seed: int) -> tuple[dict[str, dict[str, Levels]], dict[str, tuple[str, str]]]:
+    """A seeded plan of many different episodes: 12 turns of random levels, now and then a lost
+    judgement, so the scores take many distinct values (and the bootstrap sums many roundings)."""
+    rnd = random.Random(seed)
+    scripts = [f"script_{i:03d}" for i in range(1, n_scripts + 1)]
+    plan = {f"model-{m}": {s: [None if rnd.random() < 0.05 else (rnd.randint(0, 2), rnd.randint(0, 2)) for _ in range(12)]
+                          for s in scripts} for m in range(n_models)}
+    categories = ("Life", "Health", "Leisure", "Career")
+    return plan, {s: ("CAP"[i % 3], categories[i % 4]) for i, s in enumerate(scripts)}

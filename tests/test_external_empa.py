@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import subprocess
+import sys
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -13,14 +17,17 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from scipy import stats
 from typer.testing import CliRunner
 
 from emobench.cli import app
-from emobench.scoring.stats import holm_adjust
-from tests.empa_fixture import BAD, GOOD, MIXED, TEXT_MARKER, write_empa_results
+from emobench.external.bundle import bounds_are_min_max
+from emobench.external.pairs import sign_flip_pvalue
+from emobench.scoring.stats import exact_split, holm_adjust
+from tests.empa_fixture import BAD, GOOD, MIXED, TEXT_MARKER, varied_plan, write_empa_results
 from tests.synthetic_runs import SubjectTruth, write_run
 
 cli = CliRunner()
@@ -38,6 +45,9 @@ EPMQ = {"GOOD": (135.351930, 98.406154), "MIXED": (21.224574, 17.891241),
         "BAD": (0.2 * 100 / 3 + 0.4 * 100 * (11 * -0.9816 / 13 + 1) / 2 / 3, 1.129436)}
 KIND = {id(GOOD): "GOOD", id(MIXED): "MIXED", id(BAD): "BAD"}
 Z95, Z_SUM = 1.959964, 2.801585  # z_{0.975}; z_{0.975} + z_{0.8}
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "leaderboard" / "external" / "empa-d59757a"
+BUNDLE_FILES = ("cases.parquet", "leaderboard.parquet", "pairs.parquet", "index.html", "NOTICE")
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +183,8 @@ def test_main_page_links_the_external_bundle(bundle: Path, tmp_path: Path) -> No
     assert "0 of 3" in page and "CC BY-NC 4.0" in page
     own_page = (bundle / "index.html").read_text()
     assert 'href="../../index.html"' in own_page and 'id="pairs-table"' in own_page and "<script" in own_page
-    assert not re.search(r'(src|href)="https?:', own_page)  # self-contained: nothing fetched
+    # Self-contained: nothing fetched (the licence is a plain link to follow, not a resource).
+    assert not re.search(r'src="https?:|<link[^>]*href="https?:', own_page)
 
 
 def test_bad_results_dir_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -208,3 +219,110 @@ def test_holm_is_monotone_at_least_raw_and_at_most_one(p: list[float]) -> None:
     order = np.argsort(raw, kind="stable")
     assert (np.diff(adjusted[order]) >= 0).all()  # the order of the raw p-values is kept
     assert adjusted.min() == pytest.approx(min(1.0, len(p) * raw.min()))  # the first step is Bonferroni's
+
+
+def test_permutation_p_by_hand(bundle: Path) -> None:
+    # d = (1, 2, 3): of the 8 sign patterns only (+, +, +) reaches a mean >= 2, so p = 2 * 1/8.
+    assert sign_flip_pvalue(np.array([1.0, 2.0, 3.0]), n_resamples=1000, seed=0) == 0.25
+    # d = (1, -2, 3, 4), sum 6: sums >= 6 flip a set of |d| adding to at most 2: {}, {1}, {2}; p = 2 * 3/16.
+    assert sign_flip_pvalue(np.array([1.0, -2.0, 3.0, 4.0]), n_resamples=1000, seed=0) == 0.375
+    # Past 2**n <= n_resamples it is seeded Monte Carlo: the observed pattern counts, so p >= 1/(n+1).
+    far = sign_flip_pvalue(np.full(30, 5.0), n_resamples=999, seed=3)
+    assert far == pytest.approx(2 / 1000) and far == sign_flip_pvalue(np.full(30, 5.0), n_resamples=999, seed=3)
+    # The fixture's 4 cases, exact over 16 patterns, with x = GOOD - MIXED and y = GOOD - BAD:
+    # a - b = (0, x, -x, y): sums >= y: y, y + 2x, y (of 8, twice) -> 2 * 3/8; a - c = (x, y, m - b, y), all
+    # positive: 2 * 1/16; b - c = (x, m - b, y, 0): the 0 gives the maximum twice -> 2 * 2/16.
+    pairs = pd.read_parquet(bundle / "pairs.parquet")
+    empa = pairs[pairs["metric"] == "epmq_empa"].set_index(["subject_a", "subject_b"])
+    assert empa["p_perm"].tolist() == [0.75, 0.125, 0.25]
+    assert empa["p_perm_holm"].tolist() == pytest.approx([0.75, 3 * 0.125, 2 * 0.25])
+    meta = json.loads(pq.read_schema(bundle / "pairs.parquet").metadata[b"emobench.external_bundle"])
+    assert meta["pairs"]["epmq_empa"]["separated_perm"] == 0 and meta["pairs"]["epmq_empa"]["p_below_alpha"] == 1
+    assert meta["permutation"] == {"test": "sign-flip, mean difference, two-sided", "n": 2000, "seed": 0, "exact_up_to": 10}
+
+
+def test_tiny_slices_are_labelled_min_max(bundle: Path) -> None:
+    # Expanded tail Phi(-sqrt(n/(n-1)) t_{n-1,0.975}) against the mass n**-n on each extreme:
+    # n = 4: Phi(-1.1547 * 3.1824) = 1.19e-4 < 1/256; n = 5: Phi(-1.1180 * 2.7764) = 9.54e-4 > 5**-5 = 3.2e-4.
+    assert [bounds_are_min_max(n) for n in (1, 2, 3, 4, 5, 6, 30)] == [False, True, True, True, False, False, False]
+    board = pd.read_parquet(bundle / "leaderboard.parquet")
+    cases = pd.read_parquet(bundle / "cases.parquet")
+    for row in board.itertuples():
+        inside = cases[cases["subject"] == row.subject]
+        if row.slice_family != "overall":
+            inside = inside[inside[row.slice_family] == row.slice]
+        assert row.ci_is_min_max == (2 <= row.n_cases <= 4)
+        if row.ci_is_min_max:  # exactly the slice's lowest and highest case
+            assert (row.epmq_empa_lo, row.epmq_empa_hi) == (inside["epmq_empa"].min(), inside["epmq_empa"].max())
+            assert (row.epmq_lo, row.epmq_hi) == (inside["epmq"].min(), inside["epmq"].max())
+    page = (bundle / "index.html").read_text()
+    lo, hi = board.loc[(board["slice_family"] == "dominant_axis") & (board["subject"] == "model-c") & (board["slice"] == "A"),
+                       ["epmq_empa_lo", "epmq_empa_hi"]].iloc[0]
+    assert f"[min–max {lo:.1f}, {hi:.1f}]" in page and "lowest and highest case" in page
+    committed = pd.read_parquet(COMMITTED / "leaderboard.parquet")
+    assert set(committed.loc[committed["ci_is_min_max"], "n_cases"]) == {4}  # EMPA's 4 "easy" cases
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 12), st.integers(1, 3)),
+                  elements=st.floats(-1e6, 1e6, allow_nan=False, allow_subnormal=False)),
+       st.randoms(use_true_random=False))
+def test_bootstrap_sums_are_exact_in_any_order(values: np.ndarray, rnd: object) -> None:
+    n = values.shape[0]
+    parts = exact_split(values)
+    exact = [[Fraction(float(x)) for x in row] for row in values]
+    assert [[sum(Fraction(float(p[i, j])) for p in parts) for j in range(values.shape[1])]
+            for i in range(n)] == exact  # the parts add up to the values exactly
+    # Counts of one resample (rows summing to n): each part's sum is exact, forwards or backwards.
+    draws = [rnd.randrange(n) for _ in range(n)]  # type: ignore[attr-defined]
+    counts = np.bincount(draws, minlength=n).astype(np.float64)
+    for part in parts:
+        forward = counts @ part
+        backward = counts[::-1] @ part[::-1]
+        truth = [sum(Fraction(int(c)) * Fraction(float(v)) for c, v in zip(counts, part[:, j], strict=True))
+                 for j in range(part.shape[1])]
+        assert [Fraction(float(x)) for x in forward] == truth == [Fraction(float(x)) for x in backward]
+
+
+def _build(results: Path, out: Path, env: dict[str, str] | None = None) -> None:
+    args = ["external", "empa", str(results), "-o", str(out), "--commit", "abc1234", "--n-boot", "2000"]
+    if env is None:
+        done = cli.invoke(app, args)
+        assert done.exit_code == 0, done.output
+        return
+    subprocess.run([sys.executable, "-m", "emobench", *args], check=True, capture_output=True, cwd=out.parent,
+                   env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+def test_rebuild_is_byte_identical_on_another_blas_kernel(tmp_path: Path) -> None:
+    """Twice in one process, and once in another on OpenBLAS's oldest x86 kernel (SSE, not AVX):
+    the kernels add in different orders, so only exact bootstrap sums give the same bytes (the
+    float32 sums before them differed here in the CI bounds)."""
+    results = write_empa_results(tmp_path / "results", *varied_plan(4, 15, seed=7))
+    _build(results, tmp_path / "first")
+    _build(results, tmp_path / "again")
+    _build(results, tmp_path / "sse", {"OPENBLAS_CORETYPE": "Katmai", "OPENBLAS_NUM_THREADS": "4"})
+    board = pd.read_parquet(tmp_path / "first" / "leaderboard.parquet")
+    assert board["epmq_empa"].nunique() > 30  # many distinct values, so many roundings to get right
+    for name in BUNDLE_FILES:
+        first = (tmp_path / "first" / name).read_bytes()
+        assert (tmp_path / "again" / name).read_bytes() == first, name
+        assert (tmp_path / "sse" / name).read_bytes() == first, name
+
+
+@pytest.mark.parametrize("folder", ["fixture", "committed"])
+def test_notice_and_page_carry_the_attribution(bundle: Path, folder: str) -> None:
+    where = bundle if folder == "fixture" else COMMITTED
+    for name in ("NOTICE", "index.html"):
+        text = (where / name).read_text()
+        assert "Copyright 2026 Shiya Zhang" in text, name
+        assert "No warranties are given." in text, name
+        assert "https://creativecommons.org/licenses/by-nc/4.0/" in text and "CC BY-NC 4.0" in text, name
+        assert "@article{zhang2026empa," in text and "arXiv:2603.00552" in text, name
+        assert re.search(r"[Mm]odified", text) and "re-scored" in text, name
+    page = (where / "index.html").read_text()
+    assert '<a href="https://creativecommons.org/licenses/by-nc/4.0/">CC BY-NC 4.0</a>' in page
+    assert "not a percentage" in page and "not resolved at these" in page and "tied" not in page
+    readme = (ROOT / "README.md").read_text()
+    licence = readme[readme.index("## License"):]
+    assert "except `leaderboard/external/`" in licence and "CC BY-NC 4.0" in licence

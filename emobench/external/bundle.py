@@ -3,7 +3,8 @@
 `build_empa_bundle` writes, beside the leaderboard and apart from it:
 - cases.parquet: one row per (model, case), numbers and slice labels only;
 - leaderboard.parquet: per model and slice (overall, dominant axis, difficulty, category) both
-  EPM-Q columns with 95% bootstrap CIs by case and the success rate with its Wilson interval;
+  EPM-Q columns with 95% bootstrap CIs by case (in a slice too small for one, its min and max:
+  `ci_is_min_max`) and the success rate with its Wilson interval;
 - pairs.parquet: every model pair, paired by case (emobench.external.pairs);
 - index.html and NOTICE (emobench.external.page).
 Provenance and the pairs' summary travel as `emobench.external_bundle` schema metadata of each
@@ -14,12 +15,14 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
 import emobench
 from emobench.errors import InputError
@@ -28,12 +31,13 @@ from emobench.external.pairs import pair_summary, pair_table
 from emobench.importers.empa import EMPA_REPOSITORY
 from emobench.publish.columns import EXTERNAL_BUNDLE_KEY, atomic_write
 from emobench.publish.runs import SLICE_LEVELS
-from emobench.scoring.stats import bootstrap_case_means, wilson_interval
+from emobench.scoring.stats import bootstrap_case_means, expanded_tail, wilson_interval
 
 CI = 0.95
 FAMILIES = ("overall", "dominant_axis", "difficulty", "category")
 METRICS = ("epmq_empa", "epmq")  # EMPA's definitions, then the emobench profile's
-EMPA_LICENCE = "CC BY-NC 4.0"
+# EMPA's licence, copyright and no-warranty notices and its requested citation (a data file).
+ATTRIBUTION = files("emobench.external").joinpath("empa_source.yaml")
 
 
 def _ci(name: str) -> list[pa.Field]:
@@ -49,12 +53,23 @@ LEADERBOARD_SCHEMA = pa.schema(
         *_ci("epmq_empa"),
         pa.field("epmq_empa_published", pa.float64()),  # mean of EMPA's own per-case values
         *_ci("epmq"),
+        pa.field("ci_is_min_max", pa.bool_(), nullable=False),  # both EPM-Q bounds: see bounds_are_min_max
         *_ci("success_rate"),
         pa.field("mean_turns", pa.float64(), nullable=False),
         pa.field("n_cases", pa.int64(), nullable=False),
         pa.field("n_episodes", pa.int64(), nullable=False),
     ]
 )
+
+
+def bounds_are_min_max(n_cases: int) -> bool:
+    """Whether a slice of n_cases has an expanded-percentile interval that is just its min and max.
+
+    The bootstrap puts at least n**-n of its mass on each extreme (every draw the same case);
+    where that exceeds the interval's tail (n <= 4 at 95%), the exact bounds are the slice's
+    lowest and highest case, and the table stores those values.
+    """
+    return n_cases >= 2 and float(expanded_tail(n_cases, CI)) < float(n_cases) ** -n_cases
 
 
 def cases_table(rows: list[dict[str, Any]]) -> pa.Table:
@@ -102,6 +117,10 @@ def leaderboard_table(cases: pa.Table, *, n_boot: int, seed: int) -> pa.Table:
             p = grid["success"][:, inside].mean(axis=1)
             p_lo, p_hi = wilson_interval(p, np.full(s_n, float(n)), CI)  # one episode per case
             point, lo, hi = (a[k].reshape(len(METRICS), s_n) for a in (est.point, est.lo, est.hi))
+            min_max = bounds_are_min_max(n)
+            if min_max:
+                lo = np.stack([grid[m][:, inside].min(axis=1) for m in METRICS])
+                hi = np.stack([grid[m][:, inside].max(axis=1) for m in METRICS])
             order = np.lexsort((np.arange(s_n), -point[0]))  # best EPM-Q (EMPA) first
             for s in order:
                 columns["slice_family"].append(family)
@@ -112,6 +131,7 @@ def leaderboard_table(cases: pa.Table, *, n_boot: int, seed: int) -> pa.Table:
                     columns[metric].append(point[m, s])
                     columns[f"{metric}_lo"].append(lo[m, s])
                     columns[f"{metric}_hi"].append(hi[m, s])
+                columns["ci_is_min_max"].append(min_max)
                 published = grid["epmq_empa_published"][s, inside].mean()
                 columns["epmq_empa_published"].append(published if family == "overall" else None)
                 columns["success_rate"].append(p[s])
@@ -130,11 +150,13 @@ def leaderboard_table(cases: pa.Table, *, n_boot: int, seed: int) -> pa.Table:
 def bundle_metadata(empa: EmpaRows, pairs: pa.Table, leaderboard: pa.Table, *, commit: str, n_boot: int,
                     seed: int) -> dict[str, Any]:
     overall = [r for r in leaderboard.to_pylist() if r["slice_family"] == "overall"]
+    attribution = yaml.safe_load(ATTRIBUTION.read_text(encoding="utf-8"))
     return {
         "source": "EMPA",
         "repository": EMPA_REPOSITORY,
         "commit": commit,
-        "licence": EMPA_LICENCE,
+        "licence": attribution.pop("licence"),
+        "attribution": attribution,
         "taken": "numbers only: per-case scores, indices, success, stop, turns and slice labels; no text",
         "n_subjects": len(overall),
         "n_cases": overall[0]["n_cases"] if overall else 0,
@@ -142,7 +164,10 @@ def bundle_metadata(empa: EmpaRows, pairs: pa.Table, leaderboard: pa.Table, *, c
         "profiles": {"epmq_empa": "empa", "epmq": "emobench"},
         "published_check": {"tolerance": TOLERANCE, "largest_difference": empa.largest_difference},
         "quirks": empa.quirks,
-        "bootstrap": {"n": n_boot, "seed": seed, "ci": CI, "unit": "case", "method": "expanded percentile"},
+        "bootstrap": {"n": n_boot, "seed": seed, "ci": CI, "unit": "case", "method": "expanded percentile",
+                      "min_max_up_to": max(n for n in range(2, 10) if bounds_are_min_max(n))},
+        "permutation": {"test": "sign-flip, mean difference, two-sided", "n": n_boot, "seed": seed,
+                        "exact_up_to": int(np.log2(n_boot))},
         "pairs": {metric: pair_summary(pairs, metric) for metric in METRICS},
         "emobench_version": emobench.__version__,
     }

@@ -53,6 +53,7 @@ def render_page(board: pa.Table, pairs: pa.Table, meta: dict[str, Any]) -> str:
         slices=slices,
         pairs=sorted(pairs.to_pylist(), key=lambda r: (r["metric"] != "epmq_empa", r["p"])),
         summary=meta["pairs"],
+        top_empa=max((r["epmq_empa"] for r in overall), default=0.0),
     )
 
 

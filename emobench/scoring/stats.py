@@ -55,26 +55,25 @@ def bootstrap_case_means(
 
     One (n_boot, n_cases) matrix of uniforms, drawn chunk by chunk, drives every partition and
     every column; each resample is a row of case counts, and the means are matrix products.
+    The products' sums are exact (exact_split), so the bounds are the same bits on every CPU
+    and BLAS, and a published bundle rebuilds byte for byte.
     """
     if values.ndim != 2:
         raise ValueError("values must be (n_cases, K)")
     n_cases, k = values.shape
     present = ~np.isnan(values)
-    # Centred float32 products: half the memory traffic of float64, and centring keeps the
-    # rounding error of the sums far below the CI's resolution.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns centre on 0
-        centre = np.nan_to_num(np.nanmean(values, axis=0)) if n_cases else np.zeros(k)
-    filled = np.where(present, values - centre, 0.0).astype(np.float32)
+    filled = np.where(present, values, 0.0)
     # Columns share few distinct missingness patterns; count each pattern's cases once.
     masks, mask_of = np.unique(present, axis=1, return_inverse=True)
     mask_of = mask_of.reshape(-1)
     chunk = max(1, min(n_boot, _CHUNK_CELLS // max(n_cases, 1)))
     layouts = [_Layout(codes, chunk) for codes in partitions]
     # Resamples on the last axis, so the quantiles read contiguous memory.
-    boots = [np.empty((lay.n_strata, k, n_boot), dtype=np.float32) for lay in layouts]
-    v_sorted = [filled[lay.order] for lay in layouts]
-    m_sorted = [masks[lay.order].astype(np.float32) for lay in layouts]
+    boots = [np.empty((lay.n_strata, k, n_boot)) for lay in layouts]
+    # Per stratum one matrix [parts of the values, largest first | missingness masks]: one
+    # product per chunk gives every part's sums and every pattern's case count.
+    weights = [[_stacked(filled[lay.order][blk], masks[lay.order][blk]) for blk in lay.blocks]
+               for lay in layouts]
 
     rng = np.random.default_rng(seed)
     pos = np.empty((chunk, n_cases))  # scratch buffers reused by every chunk and partition
@@ -86,11 +85,17 @@ def bootstrap_case_means(
         for b0 in range(0, n_boot, chunk):
             nb = min(chunk, n_boot - b0)
             u = rng.random((nb, n_cases), dtype=np.float32)
-            for lay, out, v, m in zip(layouts, boots, v_sorted, m_sorted, strict=True):
-                counts = lay.counts(u, pos[:nb], flat[:nb]).astype(np.float32)
-                for s, blk in enumerate(lay.blocks):
-                    num = counts[:, blk] @ v[blk]
-                    den = counts[:, blk] @ m[blk]
+            for lay, out, stacked in zip(layouts, boots, weights, strict=True):
+                counts = lay.counts(u, pos[:nb], flat[:nb]).astype(np.float64)
+                for s, (blk, w) in enumerate(zip(lay.blocks, stacked, strict=True)):
+                    # Every sum is exact, whatever order BLAS adds in; the parts' sums are
+                    # then added smallest first, in this fixed order.
+                    sums = counts[:, blk] @ w
+                    n_parts = (w.shape[1] - masks.shape[1]) // max(k, 1)
+                    num = sums[:, (n_parts - 1) * k : n_parts * k].copy()
+                    for i in range(n_parts - 2, -1, -1):
+                        num += sums[:, i * k : (i + 1) * k]
+                    den = sums[:, n_parts * k :]
                     out[s, :, b0 : b0 + nb] = (num / den[:, mask_of]).T
 
     results = []
@@ -101,8 +106,38 @@ def bootstrap_case_means(
         with np.errstate(invalid="ignore", divide="ignore"):
             point = np.stack([np.nansum(v, axis=0) for v in v_strata]).reshape(-1, k) / n_present
         lo, hi = _expanded_percentiles(out, n_present, ci)
-        results.append(StratumEstimates(point=point, lo=lo + centre, hi=hi + centre))
+        results.append(StratumEstimates(point=point, lo=lo, hi=hi))
     return results
+
+
+def _stacked(values: FloatArray, masks: NDArray[np.bool_]) -> FloatArray:
+    return np.hstack([*exact_split(values), masks.astype(np.float64)])
+
+
+def exact_split(values: FloatArray) -> list[FloatArray]:
+    """values (n, K) as parts that add up to it exactly, largest first, such that a product
+    counts @ part, for any non-negative integer counts whose rows sum to at most n, is exact.
+
+    Each part holds, per column, integer multiples of one power of two (its unit), none above
+    2**(52 - ceil(log2 n)) units, so every product and partial sum is an integer number of units
+    of at most 2**52: exact in float64 in any order of addition, with or without FMA. The bootstrap
+    sums are therefore the same bits on every BLAS and CPU (Ozaki et al., 2012, "Error-free
+    transformations of matrix multiplication"). Two parts cover typical scores; each further
+    part covers 52 - ceil(log2 n) more bits of the columns' exponent range.
+    """
+    n = max(1, values.shape[0])
+    bits = 52 - math.ceil(math.log2(n))
+    parts: list[FloatArray] = []
+    rest = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(rest).all():
+        raise ValueError("values must be finite")
+    while rest.size and rest.any():
+        _, exponent = np.frexp(np.abs(rest).max(axis=0))  # every |value| < 2**exponent
+        unit = np.ldexp(1.0, np.maximum(exponent - bits, -1074))  # 2**-1074: the smallest double
+        part = np.rint(rest / unit) * unit
+        parts.append(part)
+        rest = rest - part
+    return parts or [np.zeros_like(rest)]
 
 
 class _Layout:
@@ -151,7 +186,7 @@ def expanded_tail(n: NDArray[np.int64] | int, ci: float) -> FloatArray:
 
 
 def _expanded_percentiles(
-    boots: NDArray[np.float32], n_present: NDArray[np.int64], ci: float
+    boots: FloatArray, n_present: NDArray[np.int64], ci: float
 ) -> tuple[FloatArray, FloatArray]:
     """Bounds over the last axis of (strata, K, resamples), one tail level per case count."""
     lo = np.full(boots.shape[:-1], np.nan)
