@@ -22,8 +22,10 @@ def empa(
     commit: Annotated[
         str | None, typer.Option(help="The EMPA release commit the results come from (default: git, if a checkout).")
     ] = None,
-    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples for every CI.")] = 10_000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    n_boot: Annotated[
+        int, typer.Option(min=1, help="Bootstrap resamples for every CI, and sign patterns for the permutation test.")
+    ] = 10_000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap and of the permutation test.")] = 0,
 ) -> None:
     """Re-score EMPA's recorded runs and write leaderboard, cases and pairs parquet, index.html and NOTICE."""
     with one_line_errors():
