@@ -167,7 +167,7 @@ def bundle_metadata(empa: EmpaRows, pairs: pa.Table, leaderboard: pa.Table, *, c
         "bootstrap": {"n": n_boot, "seed": seed, "ci": CI, "unit": "case", "method": "expanded percentile",
                       "min_max_up_to": max(n for n in range(2, 10) if bounds_are_min_max(n))},
         "permutation": {"test": "sign-flip, mean difference, two-sided", "n": n_boot, "seed": seed,
-                        "exact_up_to": int(np.log2(n_boot))},
+                        "exact_up_to": n_boot.bit_length() - 1},  # 2**n sign patterns <= n_boot
         "pairs": {metric: pair_summary(pairs, metric) for metric in METRICS},
         "emobench_version": emobench.__version__,
     }
