@@ -293,7 +293,8 @@ def run(
 
         cfg, flags = load_config()
         with against_flags(flags):
-            est = estimate(cfg, ROOT, shard=_parse_shard(shard), resume=RunDir(resume) if resume else None, force=force)
+            est = estimate(cfg, ROOT, shard=_parse_shard(shard), resume=RunDir(resume) if resume else None, force=force,
+                           out_dir=out_dir)
         print_estimate(est, console())
 
     with one_line_errors() as interruption:

@@ -17,7 +17,7 @@ user message at the simulator's max_tokens and each reply at the subject's.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,12 @@ from rich.table import Table
 
 from emobench.config import RoleConfig, RunConfig
 from emobench.endpoints.binding import parse_binding
-from emobench.endpoints.pool import require_keys
 from emobench.episode.director import DirectorState, director_messages
 from emobench.episode.roles import EpisodePrompts
 from emobench.episode.simulator import simulator_messages
 from emobench.episode.stepper import subject_conversation
 from emobench.judging.mdep import judge_messages
+from emobench.preflight import preflight
 from emobench.prompts import PromptTemplate, load_template
 from emobench.registry import Case, load_registry
 from emobench.rundir import RunDir
@@ -138,17 +138,26 @@ def _pairwise(est: Estimate, loads: dict[str, RoleLoad], t: _Templates, case: Ca
 
 
 def estimate(
-    cfg: RunConfig, root: Path, *, shard: tuple[int, int] | None = None, resume: RunDir | None = None, force: bool = False
+    cfg: RunConfig,
+    root: Path,
+    *,
+    shard: tuple[int, int] | None = None,
+    resume: RunDir | None = None,
+    force: bool = False,
+    out_dir: Path = Path("runs"),
+    note: Callable[[str], None] | None = None,
 ) -> Estimate:
-    """Check what a run checks before its first call, then count its calls and tokens at most.
-    A resumed run is checked against the run directory, and its finished episodes are not counted."""
+    """Run the whole preflight a run runs before its first call (keys, endpoints, templates, the
+    tracker), then count the run's calls and tokens at most. A resumed run is checked against
+    the run directory, and its finished episodes are not counted."""
     registry = load_registry(root)
     cases = select_cases(registry, cfg)
-    require_keys(cfg.bindings(), "config")
     done = set()
     if resume is not None:
         _check_resume(resume, cfg, registry.version(cfg.split), True, force)
         done = resume.done_keys()
+    preflight(roles=cfg.bindings(), panel=cfg.panel, scoring_profile=cfg.scoring_profile,
+              out_dir=resume.path if resume else out_dir, root=root, source="config", note=note)
     templates = _Templates(
         episode=load_prompts(root, cfg),
         holistic=load_template(root / "judges" / cfg.panel.rubrics["holistic"]),
