@@ -228,8 +228,8 @@ def run(
         bool,
         typer.Option(
             "--dry-run",
-            help="Check the config, print episodes, the most model calls per role, tokens and cost, and exit "
-            "without a model call.",
+            help="Run the whole preflight (keys, endpoints, templates, weights), print episodes, the most model "
+            "calls per role, tokens and cost, and exit without a model call.",
         ),
     ] = False,
 ) -> None:
