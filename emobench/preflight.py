@@ -27,7 +27,15 @@ from pathlib import Path
 from emobench.config import PanelConfig, RoleConfig
 from emobench.endpoints.binding import EMBEDDED, parse_binding
 from emobench.endpoints.embedded import find_gguf
-from emobench.endpoints.keys import key_for, key_variable, litellm_target, migration_hint, require_keys
+from emobench.endpoints.keys import (
+    OPENAI_KEY,
+    is_openai,
+    key_for,
+    key_variable,
+    litellm_target,
+    migration_hint,
+    require_keys,
+)
 from emobench.endpoints.reach import Reached, Refused, Unreachable, list_models, run_sync
 from emobench.endpoints.scripted import load_lines
 from emobench.errors import InputError
@@ -142,6 +150,9 @@ def _check_provider_keys(roles: list[tuple[str, RoleConfig]], source: str | Path
         with contextlib.redirect_stdout(io.StringIO()):  # litellm prints a banner for unknown providers
             missing = litellm.validate_environment(model=parse_binding(role.binding).model).get("missing_keys", [])
         keys = [key for key in missing if re.fullmatch(r"[A-Z0-9_]+_API_KEY", key)]
+        target = litellm_target(parse_binding(role.binding).model)
+        if target is not None and not is_openai(target.base_url):  # OPENAI_API_KEY would not be sent there
+            keys = [key for key in keys if key != OPENAI_KEY]
         if keys:
             raise InputError(
                 source,

@@ -209,12 +209,18 @@ A key is sent only where it belongs: a role's `api_key_env` names the variable w
 that role's endpoints, and nowhere else; without it, `OPENAI_API_KEY` goes to OpenAI's own API host
 (`api.openai.com`) and to no other.
 
-| binding | with `api_key_env` | without `api_key_env` |
-|---|---|---|
-| `openai:MODEL@URL` | the variable's value, as `Authorization: Bearer …` | `OPENAI_API_KEY` if the URL's host is `api.openai.com`; any other host (a local server, a colleague's, Azure, OpenRouter, DeepSeek, Gemini's OpenAI endpoint) gets no `Authorization` header |
-| `openai:MODEL@URL1,URL2` (replicas, through the litellm Router) | the variable's value, to every replica | `OPENAI_API_KEY` to `api.openai.com` only; any other replica gets the placeholder key `no-key` (litellm always sends a key) |
-| `litellm:PROVIDER/MODEL` | the variable's value, as litellm's `api_key` | litellm reads the provider's own variable (`ANTHROPIC_API_KEY`, `DEEPSEEK_API_KEY`, …). An OpenAI-family provider whose base URL is not OpenAI's (one redirected by `OPENAI_BASE_URL` or `OPENAI_API_BASE`) gets the placeholder key `no-key`, never `OPENAI_API_KEY` |
-| `vllm:…`, `scripted:…` | not used | no key: emobench starts the server, or answers in-process |
+- `openai:MODEL@URL`: with `api_key_env`, its value as `Authorization: Bearer …`. Without it,
+  `OPENAI_API_KEY` if the URL's host is `api.openai.com`; any other host (a local server, a
+  colleague's, Azure, OpenRouter, DeepSeek, Gemini's OpenAI endpoint) gets no `Authorization` header.
+- `openai:MODEL@URL1,URL2` (replicas, through the litellm Router): the same, replica by replica,
+  except that a replica that gets no key is sent the placeholder key `no-key` (litellm always sends
+  one).
+- `litellm:PROVIDER/MODEL`: with `api_key_env`, its value as litellm's `api_key`. Without it,
+  litellm reads the provider's own variable (`ANTHROPIC_API_KEY`, `DEEPSEEK_API_KEY`, …), and an
+  OpenAI-family provider whose base URL is not OpenAI's (one redirected by `OPENAI_BASE_URL` or
+  `OPENAI_API_BASE`) is sent the placeholder key `no-key`, never `OPENAI_API_KEY`; so
+  `OPENAI_API_KEY` is not required there either.
+- `vllm:…`, `scripted:…`: no key; emobench starts the server, or answers in-process.
 
 - A named variable that is not set, or `OPENAI_API_KEY` unset for a role bound to `api.openai.com`, stops
   `run` and `run --dry-run` before any request, naming the role's field.

@@ -209,12 +209,17 @@ def test_a_model_the_endpoint_does_not_list_is_a_warning(tmp_path: Path) -> None
 
 def test_a_dry_run_refuses_a_missing_openai_key(fake: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+    for variable in ("OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(variable, raising=False)
     cfg = write_config(tmp_path / "run.yaml", fake.base_url)
     line = _one_error(_run(cfg, "--subject", "litellm:openai/gpt-4o-mini", "--dry-run"))
-    assert "subjects[0].binding" in line and "OPENAI_API_KEY" in line
+    assert "subjects[0].binding: the litellm:openai/gpt-4o-mini role needs OPENAI_API_KEY" in line
     line = _one_error(_run(cfg, "--subject", "openai:gpt-4o-mini@https://api.openai.com/v1", "--dry-run"))
     assert "calls api.openai.com, which needs OPENAI_API_KEY; it is not set" in line
+    # Redirected to another host, OPENAI_API_KEY would not be sent, so it is not asked for.
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+    result = _run(cfg, "--subject", "litellm:openai/fake-model", "--dry-run", env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
     assert fake.state.requests == []
 
 
