@@ -231,6 +231,9 @@ that role's endpoints, and nowhere else; without it, `OPENAI_API_KEY` goes to Op
   a remote host other than `api.openai.com` without `api_key_env`, preflight prints one line:
   ``note: OPENAI_API_KEY is no longer sent to HOST; add `api_key_env: OPENAI_API_KEY` to the role if
   that host expects it``. Loopback hosts (`127.0.0.1`, `::1`, `localhost`) get no note.
+- `--subject`, `--user` and `--judge` replace a config role's binding and keep its other settings,
+  `api_key_env` included, when the config has as many roles; to send a key to a host named on the
+  command line, set `api_key_env` on that role in the config.
 - Keys are read from the environment at each request and are never written: not in the run folder,
   the manifest, the logs or the response cache.
 
