@@ -102,6 +102,7 @@ class FakeState:
     prefix: str = "/v1"  # the base URL's path
     models: tuple[str, ...] = ()  # what GET /models lists
     key: str | None = None  # the bearer key it expects, if any
+    open_models: bool = False  # GET /models answers without the key (as some hosts do)
     gets: list[dict[str, Any]] = field(default_factory=list)
 
     def pick_fault(self) -> str | None:
@@ -138,7 +139,7 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             with state.lock:
                 state.gets.append({"path": self.path, "headers": dict(self.headers)})
-            if self._refused():
+            if not state.open_models and self._refused():
                 return
             if self.path == f"{state.prefix}/models":
                 listed = [{"id": m, "object": "model"} for m in state.models]

@@ -175,6 +175,18 @@ def test_a_401_to_a_role_that_sent_no_key_names_api_key_env(tmp_path: Path, monk
         assert "refused the key in EMOBENCH_OWN_KEY" in _one_error(_run(cfg, "--dry-run"))
 
 
+def test_a_401_in_the_middle_of_a_run_is_the_same_one_line(tmp_path: Path) -> None:
+    """A host whose model list is open but whose chat calls want a key: no retry, no --resume."""
+    with FakeOpenAIServer(FakeState(key="the-right-key", open_models=True)) as server:
+        cfg = write_config(tmp_path / "run.yaml", server.base_url)
+        line = _one_error(_run(cfg, "--out", tmp_path / "runs", "--run-id", "r", "--no-cache"))
+        assert line == (f"error: {server.base_url}: api_key_env: answered HTTP 401 to a request with no key; "
+                        "name the variable holding its key in the role's api_key_env")
+        assert server.state.gets and server.state.requests
+        bodies = [repr(sorted(r["body"].items())) for r in server.state.requests]
+        assert len(set(bodies)) == len(bodies)  # none was retried
+
+
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_an_unreachable_endpoint_stops_the_run_before_any_call(
     fake: FakeOpenAIServer, tmp_path: Path, dry_run: bool
