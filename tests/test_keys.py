@@ -205,7 +205,7 @@ def test_an_unreachable_endpoint_stops_the_run_before_any_call(
 def test_a_bad_models_answer_is_refused(tmp_path: Path) -> None:
     with FakeOpenAIServer(FakeState(prefix="/v2")) as server:  # GET /v1/models gets {"status": "ok"}
         cfg = write_config(tmp_path / "run.yaml", server.base_url.replace("/v2", "/v1"))
-        assert "answered with no model list" in _one_error(_run(cfg, "--dry-run"))
+        assert "answered with no model list (no data[].id)" in _one_error(_run(cfg, "--dry-run"))
 
 
 def test_a_model_the_endpoint_does_not_list_is_a_warning(tmp_path: Path) -> None:

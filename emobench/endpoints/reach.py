@@ -57,8 +57,8 @@ async def list_models(
     try:
         listed = orjson.loads(body)["data"]
         return Reached(base_url, tuple(str(m["id"]) for m in listed))
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        raise Unreachable(f"GET {url} answered with no model list ({type(exc).__name__})") from None
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        raise Unreachable(f"GET {url} answered with no model list (no data[].id): is it an OpenAI-compatible base URL?") from None
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
