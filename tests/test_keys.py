@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +262,24 @@ def test_the_migration_hint_names_each_remote_host_once(
                         "to the role if that host expects it")
     monkeypatch.delenv("OPENAI_API_KEY")
     assert migration_hint(roles) is None  # nothing was ever sent
+
+
+def test_resolving_a_role_names_an_unset_key_variable_before_its_first_call(
+    fake: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command without a preflight (calibrate, validate) meets the check when its endpoint is resolved."""
+    from emobench.endpoints.pool import EndpointPool
+
+    monkeypatch.delenv("EMOBENCH_TEST_UNSET_KEY", raising=False)
+    role = RoleConfig(binding=f"openai:fake-model@{fake.base_url}", api_key_env="EMOBENCH_TEST_UNSET_KEY")
+
+    async def resolve() -> None:
+        async with AsyncExitStack() as stack:
+            await EndpointPool(stack, Path("logs")).resolve(role)
+
+    with pytest.raises(InputError, match=r"role\.api_key_env: the .* role's key variable EMOBENCH_TEST_UNSET_KEY is not set"):
+        asyncio.run(resolve())
+    assert fake.state.requests == []
 
 
 def test_the_endpoints_import_nothing_above_them() -> None:

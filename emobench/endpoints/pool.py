@@ -16,7 +16,7 @@ from emobench.endpoints.binding import EMBEDDED, Binding, parse_binding
 from emobench.endpoints.cache import CachedEndpoint, ResponseCache
 from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient, RetryPolicy, SharedSessions
 from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model, served_dtype
-from emobench.endpoints.keys import RoleSettings
+from emobench.endpoints.keys import RoleSettings, require_keys
 from emobench.endpoints.litellm_client import LiteLLMClient
 from emobench.endpoints.reach import Unreachable, list_models
 from emobench.endpoints.scripted import ENDPOINT, ScriptedClient
@@ -81,6 +81,9 @@ class EndpointPool:
 
     async def resolve(self, role: RoleSettings) -> tuple[ChatEndpoint, RoleInfo]:
         binding: Binding = parse_binding(role.binding)
+        # Commands without a preflight (calibrate, validate, the training env) meet it here, still
+        # before their first call.
+        require_keys([("role", role)], role.name)
         cap, timeout, key_env = role.max_concurrency, role.timeout_s, role.api_key_env
         retry = RetryPolicy(attempts=role.retries + 1)
         form: StructuredForm = "portable"
