@@ -228,8 +228,8 @@ def run(
         bool,
         typer.Option(
             "--dry-run",
-            help="Check the config, print episodes, the most model calls per role, tokens and cost, and exit "
-            "without a model call.",
+            help="Run the whole preflight (keys, endpoints, templates, weights), print episodes, the most model "
+            "calls per role, tokens and cost, and exit without a model call.",
         ),
     ] = False,
 ) -> None:
@@ -293,7 +293,8 @@ def run(
 
         cfg, flags = load_config()
         with against_flags(flags):
-            est = estimate(cfg, ROOT, shard=_parse_shard(shard), resume=RunDir(resume) if resume else None, force=force)
+            est = estimate(cfg, ROOT, shard=_parse_shard(shard), resume=RunDir(resume) if resume else None, force=force,
+                           out_dir=out_dir)
         print_estimate(est, console())
 
     with one_line_errors() as interruption:

@@ -43,7 +43,8 @@ class RoleConfig(_Config):
     max_concurrency: int = Field(default=16, ge=1, lt=INT64)
     timeout_s: float = Field(default=300.0, gt=0, le=86400)
     retries: int = Field(default=5, ge=0, le=100)  # retries of transient failures (429, 5xx, timeouts)
-    # The variable's name; its value is never stored. Unset: OPENAI_API_KEY when it is set.
+    # The variable's name; its value is never stored. Unset: OPENAI_API_KEY to api.openai.com only
+    # (emobench/endpoints/keys.py).
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     price: Price | None = None  # for the cost line of the accounting
     # Appended to the vLLM server command of a ``vllm:`` binding, e.g. ["--tensor-parallel-size", "2"].

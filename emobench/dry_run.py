@@ -17,7 +17,7 @@ user message at the simulator's max_tokens and each reply at the subject's.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,12 @@ from rich.table import Table
 
 from emobench.config import RoleConfig, RunConfig
 from emobench.endpoints.binding import parse_binding
-from emobench.endpoints.pool import require_keys
 from emobench.episode.director import DirectorState, director_messages
 from emobench.episode.roles import EpisodePrompts
 from emobench.episode.simulator import simulator_messages
 from emobench.episode.stepper import subject_conversation
 from emobench.judging.mdep import judge_messages
+from emobench.preflight import preflight
 from emobench.prompts import PromptTemplate, load_template
 from emobench.registry import Case, load_registry
 from emobench.rundir import RunDir
@@ -138,17 +138,26 @@ def _pairwise(est: Estimate, loads: dict[str, RoleLoad], t: _Templates, case: Ca
 
 
 def estimate(
-    cfg: RunConfig, root: Path, *, shard: tuple[int, int] | None = None, resume: RunDir | None = None, force: bool = False
+    cfg: RunConfig,
+    root: Path,
+    *,
+    shard: tuple[int, int] | None = None,
+    resume: RunDir | None = None,
+    force: bool = False,
+    out_dir: Path = Path("runs"),
+    note: Callable[[str], None] | None = None,
 ) -> Estimate:
-    """Check what a run checks before its first call, then count its calls and tokens at most.
-    A resumed run is checked against the run directory, and its finished episodes are not counted."""
+    """Run the whole preflight a run runs before its first call (keys, endpoints, templates, the
+    tracker), then count the run's calls and tokens at most. A resumed run is checked against
+    the run directory, and its finished episodes are not counted."""
     registry = load_registry(root)
     cases = select_cases(registry, cfg)
-    require_keys(cfg.bindings(), "config")
     done = set()
     if resume is not None:
         _check_resume(resume, cfg, registry.version(cfg.split), True, force)
         done = resume.done_keys()
+    preflight(roles=cfg.bindings(), panel=cfg.panel, scoring_profile=cfg.scoring_profile,
+              out_dir=resume.path if resume else out_dir, root=root, source="config", note=note)
     templates = _Templates(
         episode=load_prompts(root, cfg),
         holistic=load_template(root / "judges" / cfg.panel.rubrics["holistic"]),
@@ -176,7 +185,7 @@ def price_per_token(role: RoleConfig) -> tuple[tuple[float, float] | None, str]:
     """(input, output) US dollars per token and where they come from: the role's price, else
     litellm's price map (read offline); None for a model with no price."""
     if role.price is not None:
-        return (role.price.input_per_mtok / 1e6, role.price.output_per_mtok / 1e6), "config price"
+        return (role.price.input_per_mtok / 1e6, role.price.output_per_mtok / 1e6), "config"
     binding = parse_binding(role.binding)
     if binding.kind in ("vllm", "scripted"):
         return (0.0, 0.0), "local"
@@ -187,7 +196,7 @@ def price_per_token(role: RoleConfig) -> tuple[tuple[float, float] | None, str]:
     for name in names:
         entry = litellm.model_cost.get(name)
         if entry and "input_cost_per_token" in entry and "output_cost_per_token" in entry:
-            return (float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"])), "litellm map"
+            return (float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"])), "litellm"
     return None, "none"
 
 
@@ -196,33 +205,47 @@ def _usd(amount: float) -> str:
 
 
 def print_estimate(est: Estimate, console: Console) -> None:
+    """The table of calls, tokens and costs. Numbers are never cut (a narrow terminal folds the
+    labels instead); the total costs what is priced, and the roles not priced are named once."""
     cfg = est.config
     console.print(
         f"dry run, config {cfg.config_hash()}: {est.cases} case(s) of split {cfg.split} × {len(cfg.seeds)} seed(s) × "
         f"{len(cfg.subjects)} subject(s) = {est.episodes} episode(s), at most {cfg.max_turns} turns each",
         highlight=False, soft_wrap=True,
     )
-    table = Table(title="At most, when every episode runs to the turn limit and every output is retried",
-                  title_justify="left")
-    numbers = ("calls", "input tokens", "output tokens", "cost (USD)")
-    for column in ("role", "label", *numbers, "price from"):
-        table.add_column(column, justify="right" if column in numbers else "left")
-    total, unpriced = 0.0, []
+    rows, total, priced, unpriced = [], 0.0, 0, []
     for load in est.roles:
         price, source = price_per_token(load.config)
         cost = None if price is None else load.input_tokens * price[0] + load.output_tokens * price[1]
-        total += cost or 0.0
         if cost is None and load.calls:
             unpriced.append(load.config.name)
-        table.add_row(load.role, load.config.name, f"{load.calls:,}", f"{load.input_tokens:,}",
-                      f"{load.output_tokens:,}", "–" if cost is None else _usd(cost), source)
+        elif cost is not None and load.calls:
+            total, priced = total + cost, priced + 1
+        rows.append((load.role, load.config.name, f"{load.calls:,}", f"{load.input_tokens:,}",
+                     f"{load.output_tokens:,}", "–" if cost is None else _usd(cost), source))
+    unpriced = list(dict.fromkeys(unpriced))  # roles on one binding share its label
     calls = sum(load.calls for load in est.roles)
+    totals = ("total", "", f"{calls:,}", f"{sum(r.input_tokens for r in est.roles):,}",
+              f"{sum(r.output_tokens for r in est.roles):,}", _usd(total) if priced else "–", "")
+    table = Table(title="At most, when every episode runs to the turn limit and every output is retried",
+                  title_justify="left")
+    # Headers wrap at their spaces; the numbers keep their whole width; the labels fold.
+    numbers = ("calls", "input\ntokens", "output\ntokens", "cost\n(USD)")
+    for i, column in enumerate(("role", "label", *numbers, "price\nfrom")):
+        if column in numbers:
+            width = max(len(row[i]) for row in (*rows, totals))
+            table.add_column(column, justify="right", no_wrap=True, min_width=width)
+        else:
+            table.add_column(column, overflow="fold", no_wrap=column != "label")
+    for row in rows:
+        table.add_row(*row)
     table.add_section()
-    table.add_row("total", "", f"{calls:,}", f"{sum(r.input_tokens for r in est.roles):,}",
-                  f"{sum(r.output_tokens for r in est.roles):,}", _usd(total) + ("+" if unpriced else ""), "")
+    table.add_row(*totals)
     console.print(table)
+    priced_note = ""
+    if unpriced:
+        covers = f"The total cost covers the {priced} priced role(s) only. " if priced else ""
+        priced_note = (f" {covers}Not priced: {', '.join(unpriced)}; give the role a price: "
+                       "{input_per_mtok: X, output_per_mtok: Y} (US dollars per million tokens).")
     console.print(f"Input tokens are estimated at {CHARS_PER_TOKEN} characters a token. No model was called, "
-                  "no server started, nothing written."
-                  + (f" Not priced: {', '.join(unpriced)}; give the role a price: {{input_per_mtok: X, output_per_mtok: Y}}"
-                     " (US dollars per million tokens)." if unpriced else ""),
-                  highlight=False, soft_wrap=True)
+                  "no server started, nothing written." + priced_note, highlight=False, soft_wrap=True)

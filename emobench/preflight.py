@@ -2,8 +2,10 @@
 directory is written.
 
 Each role's key variable and runtime (vLLM, the embedded model's package, a scripted subject's
-lines), the panel's rubric templates, the scoring profile, a writable output folder and the
-affect tracker (its weights package and encoder runtime, loaded once here and reused by
+lines), every endpoint it can reach for free (``GET <base_url>/models``: the ``openai:`` base
+URLs and the OpenAI-compatible base a ``litellm:`` provider resolves to; a ``vllm:`` server is
+reached once it is up), the panel's rubric templates, the scoring profile, a writable output
+folder and the affect tracker (its weights package and encoder runtime, loaded once here and reused by
 scoring). A missing piece is one InputError naming it and how to install or fix it, so that no
 request is paid for before a failure the run could have foreseen. The episode's own templates
 are loaded by the runner (load_prompts) at the same point, before anything is written.
@@ -11,17 +13,30 @@ are loaded by the runner (load_prompts) at the same point, before anything is wr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
+import os
 import re
+import sys
 import tempfile
+from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
 
 from emobench.config import PanelConfig, RoleConfig
 from emobench.endpoints.binding import EMBEDDED, parse_binding
 from emobench.endpoints.embedded import find_gguf
-from emobench.endpoints.pool import require_keys
+from emobench.endpoints.keys import (
+    OPENAI_KEY,
+    is_openai,
+    key_for,
+    key_variable,
+    litellm_target,
+    migration_hint,
+    require_keys,
+)
+from emobench.endpoints.reach import Reached, Refused, Unreachable, list_models, run_sync
 from emobench.endpoints.scripted import load_lines
 from emobench.errors import InputError
 from emobench.profiles import load_profile
@@ -42,9 +57,12 @@ def preflight(
     root: Path,
     source: str | Path,
     tracker: bool = True,
+    note: Callable[[str], None] | None = None,
 ) -> None:
-    """Raise InputError on the first piece missing; cheap checks first, the tracker's load last.
-    ``tracker``: whether scoring will read the conversations (not for an imported run's scores)."""
+    """Raise InputError on the first piece missing; cheap checks first, then the endpoints, the
+    tracker's load last. ``tracker``: whether scoring will read the conversations (not for an
+    imported run's scores). ``note``: where warnings go (one line each; stderr by default)."""
+    say = note or _stderr
     require_keys(roles, source)
     _check_provider_keys(roles, source)
     for field, role in roles:
@@ -52,8 +70,71 @@ def preflight(
     _check_rubrics(panel, root, source)
     _check_profile(scoring_profile, source)
     _check_writable(out_dir)
+    hint = migration_hint(roles)
+    if hint:
+        say(hint)
+    _check_endpoints(roles, source, say)
     if tracker:
         _check_tracker()
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+# (field, role, base URL, model id, key, key variable) of one endpoint a role will call.
+Target = tuple[str, RoleConfig, str, str, str | None, str | None]
+
+
+def _targets(roles: list[tuple[str, RoleConfig]]) -> tuple[list[Target], list[str]]:
+    """The endpoints preflight can reach for free, and the roles it cannot reach before the run."""
+    targets: list[Target] = []
+    unreached: list[str] = []
+    for field, role in roles:
+        binding = parse_binding(role.binding)
+        if binding.kind == "openai":
+            for url in binding.base_urls:
+                targets.append((field, role, url, binding.model, key_for(url, role.api_key_env),
+                                key_variable(url, role.api_key_env)))
+        elif binding.kind == "litellm":
+            target = litellm_target(binding.model)
+            if target is None:
+                unreached.append(role.name)
+                continue
+            own = os.environ.get(role.api_key_env) if role.api_key_env else None
+            key = own or target.provider_key or key_for(target.base_url, None)
+            variable = role.api_key_env or (None if target.provider_key else key_variable(target.base_url, None))
+            targets.append((field, role, target.base_url, target.model, key, variable))
+    return targets, unreached
+
+
+def _check_endpoints(roles: list[tuple[str, RoleConfig]], source: str | Path, say: Callable[[str], None]) -> None:
+    """GET /models of every endpoint, all at once; each (URL, key) once. An endpoint that cannot
+    be reached is an error; a model id missing from a non-empty list is a warning, since proxies
+    and hosted APIs may serve names they do not list."""
+    targets, unreached = _targets(roles)
+    unique = list(dict.fromkeys((url, key, variable) for _, _, url, _, key, variable in targets))
+
+    async def reach_all() -> list[Reached | BaseException]:
+        return await asyncio.gather(*(list_models(*u) for u in unique), return_exceptions=True)
+
+    results = dict(zip(unique, run_sync(reach_all()) if unique else [], strict=True))
+    warned: set[tuple[str, str]] = set()
+    for field, role, url, model, key, variable in targets:
+        result = results[(url, key, variable)]
+        if isinstance(result, Refused):
+            raise InputError(source, f"{field}.api_key_env", f"the {role.name} role's endpoint {url} {result}")
+        if isinstance(result, Unreachable):
+            raise InputError(source, f"{field}.binding", f"the {role.name} role's endpoint is unreachable: {result}")
+        if isinstance(result, BaseException):
+            raise result
+        if result.models and model not in result.models and (url, model) not in warned:
+            warned.add((url, model))
+            listed = ", ".join(result.models[:3]) + (", …" if len(result.models) > 3 else "")
+            say(f"warning: {url} does not list the model {model} (it lists {listed}); calls to it may fail")
+    if unreached:
+        say(f"note: not reached before the first call (no free request through their litellm provider): "
+            f"{', '.join(dict.fromkeys(unreached))}")
 
 
 def _check_provider_keys(roles: list[tuple[str, RoleConfig]], source: str | Path) -> None:
@@ -69,6 +150,9 @@ def _check_provider_keys(roles: list[tuple[str, RoleConfig]], source: str | Path
         with contextlib.redirect_stdout(io.StringIO()):  # litellm prints a banner for unknown providers
             missing = litellm.validate_environment(model=parse_binding(role.binding).model).get("missing_keys", [])
         keys = [key for key in missing if re.fullmatch(r"[A-Z0-9_]+_API_KEY", key)]
+        target = litellm_target(parse_binding(role.binding).model)
+        if target is not None and not is_openai(target.base_url):  # OPENAI_API_KEY would not be sent there
+            keys = [key for key in keys if key != OPENAI_KEY]
         if keys:
             raise InputError(
                 source,

@@ -64,8 +64,9 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "max_concurrency": "Requests in flight to this endpoint at once.",
         "timeout_s": "Seconds before a request is abandoned and retried.",
         "retries": "Retries of transient failures (429, 5xx, timeouts).",
-        "api_key_env": "The variable holding the API key (default: `OPENAI_API_KEY` when set); "
-                       "its value is never stored.",
+        "api_key_env": "The variable whose value is sent as the role's key, to the role's own endpoints; "
+                       "unset, `OPENAI_API_KEY` goes to `api.openai.com` only and any other host gets no key "
+                       "([keys and hosts](#keys-and-hosts)). Its value is never stored.",
         "price": "The role's [price](#price), for the cost in the run report and `run --dry-run`; "
                  "unset, the dry run reads litellm's price map.",
         "server_args": "`vllm:` bindings only: arguments appended to the vLLM server command emobench starts, "
@@ -201,11 +202,72 @@ def commands_section() -> list[str]:
     return lines
 
 
+KEYS_SECTION = """\
+## Keys and hosts
+
+A key is sent only where it belongs: a role's `api_key_env` names the variable whose value goes to
+that role's endpoints, and nowhere else; without it, `OPENAI_API_KEY` goes to OpenAI's own API host
+(`api.openai.com`) and to no other.
+
+- `openai:MODEL@URL`: with `api_key_env`, its value as `Authorization: Bearer …`. Without it,
+  `OPENAI_API_KEY` if the URL's host is `api.openai.com`; any other host (a local server, a
+  colleague's, Azure, OpenRouter, DeepSeek, Gemini's OpenAI endpoint) gets no `Authorization` header.
+- `openai:MODEL@URL1,URL2` (replicas, through the litellm Router): the same, replica by replica,
+  except that a replica that gets no key is sent the placeholder key `no-key` (litellm always sends
+  one).
+- `litellm:PROVIDER/MODEL`: with `api_key_env`, its value as litellm's `api_key`. Without it,
+  litellm reads the provider's own variable (`ANTHROPIC_API_KEY`, `DEEPSEEK_API_KEY`, …), and an
+  OpenAI-family provider whose base URL is not OpenAI's (one redirected by `OPENAI_BASE_URL` or
+  `OPENAI_API_BASE`) is sent the placeholder key `no-key`, never `OPENAI_API_KEY`; so
+  `OPENAI_API_KEY` is not required there either.
+- `vllm:…`, `scripted:…`: no key; emobench starts the server, or answers in-process.
+
+- A named variable that is not set, or `OPENAI_API_KEY` unset for a role bound to `api.openai.com`, stops
+  `run` and `run --dry-run` before any request, naming the role's field.
+- A host that answers 401 to a role that sent no key stops the run in one line naming the endpoint and
+  `api_key_env`; set `api_key_env` to the variable holding that host's key. A 401 to a key that was sent
+  names the variable it came from.
+- Earlier versions sent `OPENAI_API_KEY` to every `openai:` base URL. When it is set and a role reaches
+  a remote host other than `api.openai.com` without `api_key_env`, preflight prints one line:
+  ``note: OPENAI_API_KEY is no longer sent to HOST; add `api_key_env: OPENAI_API_KEY` to the role if
+  that host expects it``. Loopback hosts (`127.0.0.1`, `::1`, `localhost`) get no note.
+- `--subject`, `--user` and `--judge` replace a config role's binding and keep its other settings,
+  `api_key_env` included, when the config has as many roles; to send a key to a host named on the
+  command line, set `api_key_env` on that role in the config.
+- Keys are read from the environment at each request and are never written: not in the run folder,
+  the manifest, the logs or the response cache.
+
+### Base URLs
+
+A base URL is any `http://` or `https://` URL: `http://127.0.0.1:8000/v1`, `https://api.deepseek.com`,
+`https://generativelanguage.googleapis.com/v1beta/openai/`. emobench appends `/chat/completions` and
+`/models` to it as given (a trailing slash is dropped). A URL with a space, no host, a port outside
+1-65535, a query string or a fragment is refused when the config is read.
+
+### Preflight: the endpoints reached before the first call
+
+`run`, `run --dry-run`, `judge` and `play` reach every endpoint they can for free before the first
+model call and before writing anything, with `GET <base_url>/models` and the key a chat call would carry:
+
+- every base URL of an `openai:` role, each replica included;
+- the base URL a `litellm:` role on an OpenAI-compatible provider resolves to (OpenAI's, DeepSeek's, or
+  one set by `OPENAI_BASE_URL` / `OPENAI_API_BASE`);
+- a `vllm:` server once the run has started it (a dry run starts no server).
+
+`litellm:` roles on other providers (Anthropic, Gemini's own API, Bedrock, …) have no free request
+through litellm: preflight checks their key variable and names them in one `note:` line as not reached.
+An endpoint that cannot be reached, answers other than 200, or answers without a model list is one
+`error:` line naming the role's field and the URL, exit 2. A model id missing from the list an endpoint
+returns is one `warning:` line and the run goes on: proxies and hosted APIs serve names (aliases,
+deployments) they do not list. An endpoint that lists no model is not checked for the id.
+"""
+
+
 def render() -> str:
     head = ["# Reference: run config and command line", "",
             "Generated from the code by `python scripts/gen_reference.py`; a test fails when this page and "
             "the code disagree. Do not edit by hand.", ""]
-    return "\n".join([*head, *config_section(), *commands_section()]).rstrip() + "\n"
+    return "\n".join([*head, *config_section(), KEYS_SECTION, *commands_section()]).rstrip() + "\n"
 
 
 def main() -> None:

@@ -2,7 +2,9 @@
 
 It answers the three kinds of call an episode makes (simulator, subject, MDEP judge) by
 looking at ``response_format``, and can inject 429s, 500s, timeouts, torn bodies and
-malformed JSON for a seeded share of requests.
+malformed JSON for a seeded share of requests. ``GET <prefix>/models`` lists ``models``; every
+request's headers are kept (POSTs in ``requests``, GETs in ``gets``), and with ``key`` set any
+request without that bearer key is answered 401.
 """
 
 from __future__ import annotations
@@ -97,6 +99,11 @@ class FakeState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=random.Random)
     dead: bool = False
+    prefix: str = "/v1"  # the base URL's path
+    models: tuple[str, ...] = ()  # what GET /models lists
+    key: str | None = None  # the bearer key it expects, if any
+    open_models: bool = False  # GET /models answers without the key (as some hosts do)
+    gets: list[dict[str, Any]] = field(default_factory=list)
 
     def pick_fault(self) -> str | None:
         with self.lock:
@@ -123,7 +130,20 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
+        def _refused(self) -> bool:
+            if state.key is not None and self.headers.get("Authorization") != f"Bearer {state.key}":
+                self._send(401, b'{"error":"invalid api key"}')
+                return True
+            return False
+
         def do_GET(self) -> None:
+            with state.lock:
+                state.gets.append({"path": self.path, "headers": dict(self.headers)})
+            if not state.open_models and self._refused():
+                return
+            if self.path == f"{state.prefix}/models":
+                listed = [{"id": m, "object": "model"} for m in state.models]
+                return self._send(200, json.dumps({"object": "list", "data": listed}).encode())
             self._send(200, b'{"status":"ok"}')
 
         def do_POST(self) -> None:
@@ -134,7 +154,7 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
 
         def _post(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-            if self.path != "/v1/chat/completions":
+            if self.path != f"{state.prefix}/chat/completions":
                 return self._send(404, b'{"error":"not found"}')
             if state.dead:
                 self.close_connection = True
@@ -142,6 +162,8 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                 return
             with state.lock:
                 state.requests.append({"body": body, "headers": dict(self.headers)})
+            if self._refused():
+                return None
             fault = state.pick_fault()
             if fault == "429":
                 return self._send(429, b'{"error":"slow down"}', {"Retry-After": "0"})
@@ -190,7 +212,7 @@ class FakeOpenAIServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self._server.server_address[1]}{self.state.prefix}"
 
     def __enter__(self) -> FakeOpenAIServer:
         self._thread.start()

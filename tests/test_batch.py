@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from emobench.cli import app
@@ -110,6 +111,10 @@ def test_the_api_key_is_written_nowhere(fake: FakeOpenAIServer, tmp_path: Path, 
     secret = "sk-emobench-test-0123456789abcdef"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     cfg = write_config(tmp_path / "run.yaml", fake.base_url)
+    data = yaml.safe_load(cfg.read_text())  # a loopback host gets OPENAI_API_KEY only when a role names it
+    for role in (*data["subjects"], data["user"], *data["judges"]):
+        role["api_key_env"] = "OPENAI_API_KEY"
+    cfg.write_text(yaml.safe_dump(data))
     result = cli.invoke(
         app,
         [

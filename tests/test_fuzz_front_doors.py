@@ -144,7 +144,7 @@ url = st.builds(
     st.sampled_from(["http://", "https://", "ftp://", ""]),
     st.sampled_from(["127.0.0.1", "[::1]", "[::1", "h", "", "a b", "xn--a"]) | st.text(max_size=8),
     st.sampled_from(["", ":0", ":80", ":99999", ":-1", ":x"]),
-    st.sampled_from(["/v1", "/x/v1", "/v2", "", "/v1/"]),
+    st.sampled_from(["/v1", "/x/v1", "/v2", "", "/v1/", "/v1beta/openai/", "/v1?key=x", "/#v1"]),
 )
 bindings = binding | st.builds(
     "{}:{}@{}".format,
@@ -165,9 +165,10 @@ def test_fuzzed_bindings_parse_or_name_the_problem_on_one_line(spec: str) -> Non
         assert "\n" not in str(exc) and "bad" in str(exc)
         return
     assert isinstance(parsed, Binding) and parse_binding(parsed.spec) == parsed
-    for base in parsed.base_urls:  # what a client will open later must open
+    for base in parsed.base_urls:  # what a client will open later must open, at <base>/chat/completions
         target = yarl.URL(base)
         assert target.host and 0 < (target.port or 80) < 65536 and " " not in base
+        assert base.startswith(("http://", "https://")) and not base.endswith("/") and not {"?", "#"} & set(base)
 
 
 def _dump(data: Any) -> bytes:

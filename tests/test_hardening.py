@@ -250,11 +250,12 @@ def test_resume_with_force_and_another_split_writes_nothing(fake: FakeOpenAIServ
 
 
 def test_a_run_that_finishes_nothing_says_so(tmp_path: Path) -> None:
-    data = load_config_data(write_config(tmp_path / "run.yaml", "http://127.0.0.1:9/v1"))
-    for role in (*data["subjects"], data["user"], *data["judges"]):
-        role.update(retries=0)
-    with pytest.raises(EndpointError) as info:
-        asyncio.run(run_benchmark(validate_config(data, "run.yaml"), tmp_path / "r", show_progress=False))
+    with FakeOpenAIServer(FakeState(dead=True)) as server:  # reached at preflight, then drops every call
+        data = load_config_data(write_config(tmp_path / "run.yaml", server.base_url))
+        for role in (*data["subjects"], data["user"], *data["judges"]):
+            role.update(retries=0)
+        with pytest.raises(EndpointError) as info:
+            asyncio.run(run_benchmark(validate_config(data, "run.yaml"), tmp_path / "r", show_progress=False))
     assert "no episode finished" in str(info.value) and "0 finished" not in str(info.value)
 
 

@@ -3,7 +3,9 @@
 - ``vllm:<hf-model-or-path>``: emobench launches a vLLM OpenAI server and stops it afterwards;
   ``vllm:embedded`` is the bundled SmolLM2-135M-Instruct.
 - ``openai:<model>@<base_url>[,<base_url>...]``: any OpenAI-compatible server; several base
-  URLs are replicas of one model, spread by the litellm Router.
+  URLs are replicas of one model, spread by the litellm Router. A base URL is any http(s) URL
+  (``…/v1``, ``https://api.deepseek.com``, ``…/v1beta/openai/``); the clients append
+  ``/chat/completions`` and ``/models`` to it as given, a trailing slash dropped.
 - ``litellm:<provider/model>``: any litellm provider.
 - ``scripted:echo|platitude|advice|dismissive``: a reference subject answered in-process from
   a lines file, with no model behind it (docs/validity.md).
@@ -71,8 +73,8 @@ def parse_binding(spec: str, *, source: str = "role", field: str = "binding") ->
 
 def _url_problem(url: str) -> str | None:
     """Why ``url`` cannot be a base URL, or None; checked here so that no client meets it later."""
-    if not url.startswith(("http://", "https://")) or not url.endswith("/v1"):
-        return "must be http(s)://.../v1"
+    if not url.startswith(("http://", "https://")):
+        return "must start with http:// or https://"
     if any(c.isspace() or not c.isprintable() for c in url):
         return "contains a space or a control character"
     try:
@@ -82,6 +84,8 @@ def _url_problem(url: str) -> str | None:
         return str(exc)
     if not host:
         return "no host"
+    if parsed.query_string or parsed.fragment or "?" in url or "#" in url:
+        return "has a query or a fragment; give the base URL alone (the client appends /chat/completions)"
     if port is not None and not 0 < port < 65536:
         return f"port {port} is out of range 1-65535"
     return None

@@ -9,7 +9,6 @@ other 4xx fail fast.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -20,7 +19,8 @@ import aiohttp
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from emobench.errors import EndpointError
+from emobench.endpoints.keys import key_for, key_variable
+from emobench.errors import EndpointError, InputError
 from emobench.records import Sampling
 
 
@@ -144,6 +144,18 @@ async def retry_transient(
     return result, attempts
 
 
+def refusal(variable: str | None) -> str:
+    """What an endpoint's 401 means: with no key sent, the role must name the variable holding one."""
+    if variable is None:
+        return "answered HTTP 401 to a request with no key; name the variable holding its key in the role's api_key_env"
+    return f"answered HTTP 401: it refused the key in {variable}"
+
+
+def key_refused(endpoint: str, variable: str | None) -> InputError:
+    """A 401 is a setting to fix, not a fault to retry or a run to resume."""
+    return InputError(endpoint, "api_key_env", refusal(variable))
+
+
 class SharedSessions:
     """One aiohttp session (its connection pool) per base URL, shared by every role that
     calls it; each role keeps its own client, key, timeout, cap and retries."""
@@ -181,14 +193,14 @@ class OpenAICompatClient:
         self._url = f"{self.name}/chat/completions"
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._sem = asyncio.Semaphore(max_concurrency)
-        self._api_key_env = api_key_env or "OPENAI_API_KEY"
+        self._api_key_env = api_key_env
         self._retry_policy = retry or RetryPolicy()
         self._shared = sessions
         self._session: aiohttp.ClientSession | None = None
         self.stats = EndpointStats()
 
     def _headers(self) -> dict[str, str]:
-        key = os.environ.get(self._api_key_env)
+        key = key_for(self.name, self._api_key_env)
         if key:  # read per call from the environment only; never stored on the client
             return {**_JSON, "Authorization": f"Bearer {key}"}
         return _JSON
@@ -207,6 +219,8 @@ class OpenAICompatClient:
                     raise TransientError("http_429", "rate limited", _retry_after(resp.headers))
                 if resp.status >= 500:
                     raise TransientError(f"http_{resp.status}", body[:200].decode(errors="replace"))
+                if resp.status == 401:
+                    raise key_refused(self.name, key_variable(self.name, self._api_key_env))
                 if resp.status >= 400:
                     raise EndpointError(self.name, f"HTTP {resp.status}: {body[:300].decode(errors='replace')}")
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:

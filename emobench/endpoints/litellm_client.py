@@ -22,8 +22,10 @@ from emobench.endpoints.client import (
     TransientError,
     _retry_after,
     chat_params,
+    key_refused,
     retry_transient,
 )
+from emobench.endpoints.keys import NO_KEY, key_for, key_variable, litellm_call_params
 from emobench.errors import EndpointError
 from emobench.records import Sampling
 
@@ -110,10 +112,16 @@ class LiteLLMClient:
     def _get_router(self) -> Any:
         if self._router is None:
             litellm = _litellm()
-            key = os.environ.get(self._api_key_env or "OPENAI_API_KEY", "") or "none"
             # max_retries 0: the openai SDK under litellm would otherwise retry unseen and uncounted.
-            params = {"model": f"openai/{self.model}", "api_key": key, "max_retries": 0}
-            deployments = [{"model_name": self.model, "litellm_params": {**params, "api_base": url}} for url in self._base_urls]
+            # A replica with no key of its own gets NO_KEY: litellm would fill in OPENAI_API_KEY.
+            params = {"model": f"openai/{self.model}", "max_retries": 0}
+            deployments = [
+                {
+                    "model_name": self.model,
+                    "litellm_params": {**params, "api_base": url, "api_key": key_for(url, self._api_key_env) or NO_KEY},
+                }
+                for url in self._base_urls
+            ]
             self._router = litellm.Router(
                 model_list=deployments,
                 routing_strategy="least-busy",
@@ -125,15 +133,18 @@ class LiteLLMClient:
         return self._router
 
     async def _attempt(self, params: dict[str, Any]) -> Any:
+        routed = bool(self._base_urls)
+        reach = {} if routed else litellm_call_params(self.model, self._api_key_env)
         try:
-            if self._base_urls:
+            if routed:
                 return await self._get_router().acompletion(model=self.model, **params)
-            key = os.environ.get(self._api_key_env) if self._api_key_env else None
             return await _litellm().acompletion(
-                model=self.model, timeout=self._timeout, num_retries=0, max_retries=0,
-                **({"api_key": key} if key else {}), **params,
+                model=self.model, timeout=self._timeout, num_retries=0, max_retries=0, **reach, **params
             )
         except Exception as exc:  # litellm maps every provider error onto its own classes
+            if getattr(exc, "status_code", None) == 401 and (routed or reach.get("api_key") == NO_KEY):
+                url = self._base_urls[0] if routed else reach["api_base"]
+                raise key_refused(self.name, key_variable(url, self._api_key_env)) from None
             fault = transient(exc)
             if fault is None:
                 raise EndpointError(self.name, one_line(exc)) from None

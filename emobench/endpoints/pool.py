@@ -6,23 +6,23 @@ or retry budget they did not ask for.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 
-from emobench.config import RoleConfig
 from emobench.endpoints.binding import EMBEDDED, Binding, parse_binding
 from emobench.endpoints.cache import CachedEndpoint, ResponseCache
 from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient, RetryPolicy, SharedSessions
 from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model, served_dtype
+from emobench.endpoints.keys import RoleSettings, require_keys
 from emobench.endpoints.litellm_client import LiteLLMClient
+from emobench.endpoints.reach import Unreachable, list_models
 from emobench.endpoints.scripted import ENDPOINT, ScriptedClient
 from emobench.endpoints.structured import VLLM_BOUNDED_SERVER_ARGS, BoundedEndpoint, StructuredForm
 from emobench.endpoints.vllm_server import vllm_server
-from emobench.errors import InputError
+from emobench.errors import EndpointError
 from emobench.records import RoleInfo
 
 
@@ -60,6 +60,12 @@ class EndpointPool:
             log = self._log_dir / f"vllm-{slug}.log"
             args = (*VLLM_BOUNDED_SERVER_ARGS, *extra, *server_args)
             base = await self._stack.enter_async_context(vllm_server(path, served, log, extra_args=args))
+            try:  # the server is up: reached as preflight reaches every other endpoint
+                listed = (await list_models(base, None, None)).models
+            except Unreachable as exc:
+                raise EndpointError(base, str(exc)) from None
+            if served not in listed:
+                raise EndpointError(base, f"serves {', '.join(listed) or 'no model'}, not {served}")
             self._servers[key] = (base, served, dtype)
         return self._servers[key]
 
@@ -73,8 +79,11 @@ class EndpointPool:
         self._stack.push_async_callback(client.aclose)
         return client
 
-    async def resolve(self, role: RoleConfig) -> tuple[ChatEndpoint, RoleInfo]:
+    async def resolve(self, role: RoleSettings) -> tuple[ChatEndpoint, RoleInfo]:
         binding: Binding = parse_binding(role.binding)
+        # Commands without a preflight (calibrate, validate, the training env) meet it here, still
+        # before their first call.
+        require_keys([("role", role)], role.name)
         cap, timeout, key_env = role.max_concurrency, role.timeout_s, role.api_key_env
         retry = RetryPolicy(attempts=role.retries + 1)
         form: StructuredForm = "portable"
@@ -146,14 +155,3 @@ def _dtype_arg(server_args: tuple[str, ...]) -> str | None:
         if arg.startswith("--dtype="):
             return arg.partition("=")[2]
     return None
-
-
-def require_keys(roles: list[tuple[str, RoleConfig]], source: str | Path) -> None:
-    """Refuse, before the first call, a role whose ``api_key_env`` names an unset variable:
-    the call would go out with no key at all."""
-    for field, role in roles:
-        remote = parse_binding(role.binding).kind in ("openai", "litellm")
-        if role.api_key_env and remote and not os.environ.get(role.api_key_env):
-            raise InputError(
-                source, f"{field}.api_key_env", f"the {role.name} role's key variable {role.api_key_env} is not set"
-            )
