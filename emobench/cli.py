@@ -324,9 +324,11 @@ def merge(
         write_leaderboard(table, rd.path)
         render_table(table, console())
         err().print(
-            f"merged {counts['sources']} run(s): {counts['episodes']} episodes, "
-            f"{counts['duplicates']} duplicate(s) dropped → {out}"
+            f"merged {counts['sources']} run(s): {counts['episodes']} episodes, {counts['judgements']} judgement(s), "
+            f"{counts['pairwise']} pairwise verdict(s), {counts['duplicates']} duplicate episode(s) dropped → {out}"
         )
+        if counts["panels"]:
+            err().print(f"note: {counts['panels']} (rescores) not merged; run emobench judge on {out} for them")
 
     with one_line_errors():
         go()
