@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from emobench.cli_support import Interruption, Lazy, LazyGroup, SplitName, against_flags, one_line_errors
+from emobench.cli_support import (
+    SPLITS,
+    Interruption,
+    Lazy,
+    LazyGroup,
+    SplitName,
+    against_flags,
+    one_line_errors,
+    roles_kept,
+)
 from emobench.errors import InputError
 
 if TYPE_CHECKING:
@@ -176,15 +185,18 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
     return int(index), int(count)
 
 
-def _demo_roles_kept(config: Path | None, resume: Path | None, subject: list[str] | None, user: str | None,
-                     judge: list[str] | None) -> str | None:
-    """The warning for `run --subject X` on the demo config: the user and judges stay the demo's
-    embedded model, served by a local vLLM server, which a user bringing a model rarely wants."""
-    if config is not None or resume is not None or not subject or (user and judge):
-        return None
-    kept = " and ".join(name for name, given in (("user simulator", user), ("judges", judge)) if not given)
-    return (f"warning: --subject without --config keeps the demo's {kept} (vllm:embedded, a local vLLM server "
-            "emobench starts); pass --user and --judge, or --config configs/standard.yaml")
+def _lower_min_turns(data: dict[str, Any], overrides: dict[str, Any], source: Path) -> dict[str, Any]:
+    """A --max-turns below the config's min_turns (and no --min-turns) lowers min_turns to it,
+    so that a short trial run of a full config needs one flag, not two."""
+    from emobench.config import RunConfig
+
+    max_turns = overrides.get("max_turns")
+    min_turns = data.get("min_turns", RunConfig.model_fields["min_turns"].default)
+    if max_turns is None or "min_turns" in overrides or not isinstance(min_turns, int) or min_turns <= max_turns:
+        return data
+    typer.echo(f"note: --max-turns {max_turns} is below min_turns {min_turns} of {source}: min_turns lowered to "
+               f"{max_turns} (set it with --min-turns)", err=True)
+    return {**data, "min_turns": max_turns}
 
 
 def load_run_config(
@@ -201,8 +213,11 @@ def load_run_config(
     source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
     base = RunDir(resume).read_config() if resume and config is None else load_config_data(source)
     flags = {FLAG_FIELDS[key]: flag for key, flag in FLAGS.items() if key in overrides}
+    merged = _lower_min_turns(_merge_roles(resolve_panel(base, source, ROOT), overrides), overrides, source)
+    if config is not None and "split" not in overrides and merged.get("split", "test") not in SPLITS:
+        raise InputError(source, "split", f"unknown split {merged['split']!r} (known: {', '.join(SPLITS)})")
     with against_flags(flags):
-        return validate_config(_merge_roles(resolve_panel(base, source, ROOT), overrides), source), flags
+        return validate_config(merged, source), flags
 
 
 @app.command()
@@ -238,7 +253,8 @@ def run(
 
     def load_config() -> tuple[RunConfig, dict[str, str]]:
         loaded = load_run_config(config, resume, _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit))
-        warning = _demo_roles_kept(config, resume, subject, user, judge)
+        source = config or resume or Path("configs/demo.yaml")
+        warning = roles_kept(loaded[0], loaded[1], source, demo=config is None and resume is None)
         if warning:
             typer.echo(warning, err=True)
         return loaded

@@ -52,7 +52,7 @@ class HumanConversation(BaseModel):
 
 def read_human(path: Path, registry: Registry) -> list[HumanConversation]:
     """Parse and check a --human JSONL file; the first problem is one InputError naming the line."""
-    from emobench.judging.holistic import HOLISTIC_DIMENSIONS
+    from emobench.records import HOLISTIC_DIMENSIONS
 
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -92,8 +92,9 @@ async def panel_scores(
     from emobench.config import validate_config
     from emobench.endpoints.pool import EndpointPool
     from emobench.episode.roles import derive_seed
-    from emobench.judging.holistic import _one_judge, mean_scores
+    from emobench.judging.holistic import _one_judge
     from emobench.prompts import load_template
+    from emobench.records import mean_scores
     from emobench.runner import _caller
 
     config = validate_config(run.read_manifest()["config"], run.manifest, root)
@@ -136,6 +137,10 @@ def _episodes(rd: RunDir) -> list[Episode]:
 def _scores(rd: RunDir) -> pd.DataFrame:
     import pandas as pd
 
+    if not rd.path.is_dir():
+        raise InputError(rd.path, "", "no such folder: give a run directory (runs/<id>)")
+    if not rd.manifest.exists():
+        raise InputError(rd.path, "", "not a run directory (no manifest.json)")
     if not rd.scores.exists():
         raise InputError(rd.scores, "", "file not found: score the run first (emobench run / merge / judge)")
     frame = pd.read_parquet(rd.scores, columns=["run_id", "subject", "case_id", "seed", "epmq", "success"])
