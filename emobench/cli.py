@@ -20,6 +20,7 @@ from emobench.cli_support import (
     SplitName,
     against_flags,
     one_line_errors,
+    progress_bar,
     roles_kept,
 )
 from emobench.errors import InputError
@@ -293,7 +294,8 @@ def run(
                 )
             )
         rd = RunDir(result.run_dir)
-        finalize_run(rd, load_registry(ROOT))
+        with progress_bar(progress) as tick:
+            finalize_run(rd, load_registry(ROOT), tick=tick)
         table = build_leaderboard([rd.path])
         write_leaderboard(table, rd.path)
         render_table(table, console())
@@ -335,7 +337,8 @@ def merge(
 
         counts = merge_runs(run_dirs, out, force=force)
         rd = RunDir(out)
-        finalize_run(rd, load_registry(ROOT))
+        with progress_bar() as tick:
+            finalize_run(rd, load_registry(ROOT), tick=tick)
         table = build_leaderboard([rd.path], force=force)
         write_leaderboard(table, rd.path)
         render_table(table, console())
@@ -373,8 +376,10 @@ def judge(
         from emobench.runner import ROOT
 
         log = err()
-        rescored = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force, console=log))
-        finalize_run(rescored, registry_for(run_dir, ROOT), source=RunDir(run_dir))
+        with progress_bar() as tick:
+            rescored = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force,
+                                           console=log, tick=tick))
+            finalize_run(rescored, registry_for(run_dir, ROOT), source=RunDir(run_dir), tick=tick)
         table = build_leaderboard([rescored.path], force=force)
         write_leaderboard(table, rescored.path)
         render_table(table, console())

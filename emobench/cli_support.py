@@ -6,7 +6,7 @@ import importlib
 import re
 import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,3 +260,26 @@ def roles_kept(config: RunConfig, flags: Mapping[str, str], source: Path, *, dem
         hint += " (vllm:embedded is a local vLLM server emobench starts), or --config configs/standard.yaml"
     given_flags = " ".join(flags[field] for field in ("subjects", "user", "panel.judges") if field in given)
     return f"warning: {given_flags} given, but {source} keeps its {listed}{hint}"
+
+
+# A long command's progress: (what it is doing, how many of how many are done).
+Tick = Callable[[str, int, int], None]
+
+
+@contextmanager
+def progress_bar(enabled: bool = True) -> Iterator[Tick]:
+    """`run`'s progress bar (what, bar, done/total, time elapsed) on stderr for a long command.
+    Drawn on a terminal only: a log or a pipe gets the command's own lines and nothing else."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, disable=not (enabled and console.is_terminal),
+                  transient=False) as bar:
+        task = bar.add_task("", total=None)
+
+        def tick(what: str, done: int, total: int) -> None:
+            bar.update(task, description=what, completed=done, total=total)
+
+        yield tick

@@ -7,6 +7,7 @@ trajectory is recomputed from them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +43,7 @@ async def rescore(
     cache: ResponseCache | None = None,
     force: bool = False,
     console: Console | None = None,
+    tick: Callable[[str, int, int], None] | None = None,
 ) -> RunDir:
     console = console or Console(stderr=True)
     root = root or library_root()
@@ -89,6 +91,8 @@ async def rescore(
             },
         )
         console.print(f"rescoring {len(episodes)} episode(s) of {source.path} with panel {panel_config.name!r}")
-        await judge_episodes(out, episodes, registry, panel, config.limits(), config.concurrency, replay=True)
+        await judge_episodes(out, episodes, registry, panel, config.limits(), config.concurrency, replay=True, tick=tick)
+        if tick is not None and panel_config.pairwise:
+            tick("pairwise", 0, 1)  # one batch: every pair of transcripts at once
         await judge_pairwise(out, episodes, registry, panel, config.limits(), config.concurrency)
     return out

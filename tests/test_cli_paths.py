@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from emobench.errors import EmobenchError
 from emobench.registry.models import CATEGORIES
 from emobench.runner import ROOT
 from tests.conftest import write_config
+from tests.empa_fixture import BAD, GOOD, write_empa_results
 from tests.fake_openai import FakeOpenAIServer, FakeState
 
 RUNNER = CliRunner()
@@ -197,3 +199,41 @@ def test_an_endpoint_failure_exits_3_as_documented(tmp_path: Path) -> None:
     assert set(EXIT_CODES) == codes
     for code in codes:
         assert f"\n| {code} | " in reference.split("## Exit codes", 1)[1]
+
+
+def _plain(terminal: str) -> str:
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal)
+
+
+def _bar_ends(stderr: str) -> list[str]:
+    """The last state of the progress bar in a terminal's stderr, 'what done/total' (the states
+    between are drawn ten times a second, so which of them show depends on the machine)."""
+    frames = [f for f in _plain(stderr).replace("\r", "\n").splitlines() if f.strip()]
+    return [f"{f.split()[0]} {f.split()[-2]}" for f in frames if re.search(r" \d+/\d+ \d+:\d\d:\d\d$", f)][-1:]
+
+
+def test_long_commands_draw_run_s_progress_bar_on_a_terminal(recipe: tuple[Path, str], tmp_path: Path) -> None:
+    run, _ = recipe
+    terminal = {"FORCE_COLOR": "1", "COLUMNS": "120"}  # rich draws as on a terminal
+    validate = RUNNER.invoke(app, ["validate", str(run), "-o", str(tmp_path / "v.json"), "--n-boot", "50"], env=terminal)
+    assert validate.exit_code == 0 and _bar_ends(validate.stderr) == ["done 2/2"], validate.stderr
+    merged = RUNNER.invoke(app, ["merge", str(run), "-o", str(tmp_path / "merged")], env=terminal)
+    assert merged.exit_code == 0 and _bar_ends(merged.stderr) == ["scoring 4/4"], merged.stderr
+    panel = tmp_path / "panel.yaml"
+    with FakeOpenAIServer(FakeState()) as server:
+        panel.write_text(yaml.safe_dump({"name": "p", "judges": [{"binding": f"openai:j@{server.base_url}"}]}))
+        judged = RUNNER.invoke(app, ["judge", str(tmp_path / "merged"), "--panel", str(panel), "--no-cache"], env=terminal)
+    assert judged.exit_code == 0 and _bar_ends(judged.stderr) == ["scoring 4/4"], judged.output
+    results = write_empa_results(tmp_path / "empa", {"model-a": {"script_001": GOOD, "script_002": BAD}},
+                                 {"script_001": ("A", "Leisure"), "script_002": ("P", "Life")})
+    imported = RUNNER.invoke(app, ["import", "empa", str(results), "-o", str(tmp_path / "imported"), "--commit", "c"],
+                             env=terminal)
+    assert imported.exit_code == 0 and _bar_ends(imported.stderr) == ["scoring 2/2"], imported.output
+    bundle = RUNNER.invoke(app, ["external", "empa", str(results), "-o", str(tmp_path / "bundle"), "--commit", "c",
+                                 "--n-boot", "20"], env=terminal)
+    assert bundle.exit_code == 0 and _bar_ends(bundle.stderr) == ["done 4/4"], bundle.output
+    assert "1 models x 2 cases" in _plain(bundle.stderr)
+    assert "0 of 0 pairs separated after Holm, median MDD –" in _plain(bundle.stderr)
+    # Not on a terminal (a log, a pipe): no bar, only the command's own lines.
+    plain = RUNNER.invoke(app, ["validate", str(run), "-o", str(tmp_path / "v.json"), "--n-boot", "50"])
+    assert plain.exit_code == 0 and plain.stderr == f"wrote {tmp_path / 'v.json'}\n"
