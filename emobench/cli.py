@@ -186,25 +186,30 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
     return int(index), int(count)
 
 
-def _lower_min_turns(data: dict[str, Any], overrides: dict[str, Any], source: Path) -> dict[str, Any]:
+def _lower_min_turns(data: dict[str, Any], overrides: dict[str, Any], source: Path, notes: list[str]) -> dict[str, Any]:
     """A --max-turns below the config's min_turns (and no --min-turns) lowers min_turns to it,
     so that a short trial run of a full config needs one flag, not two."""
     from emobench.config import RunConfig
 
     max_turns = overrides.get("max_turns")
     min_turns = data.get("min_turns", RunConfig.model_fields["min_turns"].default)
-    if max_turns is None or "min_turns" in overrides or not isinstance(min_turns, int) or min_turns <= max_turns:
+    if not isinstance(max_turns, int) or max_turns < 1 or "min_turns" in overrides or not isinstance(min_turns, int):
+        return data  # a bad --max-turns is reported against the flag, with nothing lowered
+    if min_turns <= max_turns:
         return data
-    typer.echo(f"note: --max-turns {max_turns} is below min_turns {min_turns} of {source}: min_turns lowered to "
-               f"{max_turns} (set it with --min-turns)", err=True)
+    notes.append(f"note: --max-turns {max_turns} is below min_turns {min_turns} of {source}: min_turns lowered to "
+                 f"{max_turns} (set it with --min-turns)")
     return {**data, "min_turns": max_turns}
 
 
 def load_run_config(
-    config: Path | None, resume: Path | None, overrides: dict[str, Any]
+    config: Path | None, resume: Path | None, overrides: dict[str, Any], notes: list[str] | None = None
 ) -> tuple[RunConfig, dict[str, str]]:
     """The run's config as `run` validates it: the file (or the resumed run's), the panel, the
-    flags on top; errors in a flag's value name the flag. Returns it with the flags given."""
+    flags on top; errors in a flag's value name the flag. Returns it with the flags given.
+
+    What the flags changed beyond their own field goes to ``notes`` for the caller to print
+    once its input is all checked (a refusal is one line); without it, printed here."""
     from emobench.config import load_config_data, resolve_panel, validate_config
     from emobench.rundir import RunDir
     from emobench.runner import ROOT
@@ -214,11 +219,18 @@ def load_run_config(
     source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
     base = RunDir(resume).read_config() if resume and config is None else load_config_data(source)
     flags = {FLAG_FIELDS[key]: flag for key, flag in FLAGS.items() if key in overrides}
-    merged = _lower_min_turns(_merge_roles(resolve_panel(base, source, ROOT), overrides), overrides, source)
+    said: list[str] = []
+    merged = _lower_min_turns(_merge_roles(resolve_panel(base, source, ROOT), overrides), overrides, source, said)
     if config is not None and "split" not in overrides and merged.get("split", "test") not in SPLITS:
         raise InputError(source, "split", f"unknown split {merged['split']!r} (known: {', '.join(SPLITS)})")
     with against_flags(flags):
-        return validate_config(merged, source), flags
+        validated = validate_config(merged, source)
+    if notes is None:
+        for line in said:
+            typer.echo(line, err=True)
+    else:
+        notes += said
+    return validated, flags
 
 
 @app.command()
@@ -252,12 +264,14 @@ def run(
     """Run episodes, judge and score them, and print the leaderboard."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+    notes: list[str] = []  # printed once every input is checked, so that a refusal stays one line
+
     def load_config() -> tuple[RunConfig, dict[str, str]]:
-        loaded = load_run_config(config, resume, _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit))
+        flagged = _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit)
+        loaded = load_run_config(config, resume, flagged, notes)
         source = config or resume or Path("configs/demo.yaml")
         warning = roles_kept(loaded[0], loaded[1], source, demo=config is None and resume is None)
-        if warning:
-            typer.echo(warning, err=True)
+        notes.extend([warning] if warning else [])
         return loaded
 
     def go(interruption: Interruption) -> None:
@@ -291,6 +305,7 @@ def run(
                     show_progress=progress,
                     cache=responses,
                     shard=_parse_shard(shard),
+                    notes=notes,
                 )
             )
         rd = RunDir(result.run_dir)
@@ -312,6 +327,8 @@ def run(
         cfg, flags = load_config()
         with against_flags(flags):
             est = estimate(cfg, ROOT, shard=_parse_shard(shard), resume=RunDir(resume) if resume else None, force=force)
+        for line in notes:
+            typer.echo(line, err=True)
         print_estimate(est, console())
 
     with one_line_errors() as interruption:

@@ -9,7 +9,7 @@ import asyncio
 import gc
 import hashlib
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -215,7 +215,10 @@ async def run_benchmark(
     show_progress: bool = True,
     cache: ResponseCache | None = None,
     shard: tuple[int, int] | None = None,
+    notes: Sequence[str] = (),
 ) -> RunResult:
+    """Run (or resume) every episode, judging each as it finishes. ``notes`` (what the command
+    line changed, a role it kept) are printed under the run's first line, once preflight passed."""
     console = console or Console(stderr=True)
     registry = load_registry(root)
     cases = select_cases(registry, config)
@@ -234,6 +237,8 @@ async def run_benchmark(
         f"{len(config.subjects)} subject(s), seeds {config.seeds})",
         soft_wrap=True,
     )
+    for note in notes:
+        console.print(note, soft_wrap=True, markup=False, highlight=False)
     rd.create()
     rd.repair()
     provenance = Provenance(config.split, registry_version, config.config_hash(), emobench.__version__)
