@@ -241,7 +241,9 @@ def run(
     judge: Annotated[list[str] | None, typer.Option(help="Judge binding; repeat for a panel.")] = None,
     split: Annotated[SplitName | None, typer.Option(help="Split to run (default: the config's).")] = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 0,1,2.")] = None,
-    max_turns: Annotated[int | None, typer.Option(help="Turn limit per episode.")] = None,
+    max_turns: Annotated[
+        int | None, typer.Option(help="Turn limit per episode; below the config's min_turns, it lowers min_turns too.")
+    ] = None,
     min_turns: Annotated[int | None, typer.Option(help="First turn at which EPM and meter stop rules apply.")] = None,
     limit: Annotated[int | None, typer.Option(help="Run only the first N cases of the split.")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Where run directories go.")] = Path("runs"),

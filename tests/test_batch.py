@@ -189,6 +189,8 @@ def test_merge_carries_judgements_and_pairwise_so_holistic_columns_and_bt_surviv
         assert overall[column].notna().all(), column
     scores = pd.read_parquet(out.scores)
     assert scores["empathy"].notna().all()
+    shown = cli.invoke(app, ["show", str(out.path), "--episode", "1", "--no-pager"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "holistic verdicts" in shown.output, shown.output
 
 
 def test_merge_refuses_a_judgement_of_an_episode_its_shard_lacks(fake: FakeOpenAIServer, tmp_path: Path) -> None:
