@@ -20,7 +20,9 @@ from emobench.cli_support import (
     SplitName,
     against_flags,
     one_line_errors,
+    parse_shard,
     progress_bar,
+    response_cache,
     roles_kept,
 )
 from emobench.errors import InputError
@@ -167,25 +169,6 @@ def _merge_roles(base: dict[str, Any], override: dict[str, Any]) -> dict[str, An
     return merged
 
 
-def _response_cache(enabled: bool, folder: Path | None) -> Any:
-    from emobench.endpoints.cache import ResponseCache
-    from emobench.endpoints.embedded import cache_root
-
-    if not enabled:
-        return None
-    default = Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite")
-    return ResponseCache(folder / "responses.sqlite" if folder else default)
-
-
-def _parse_shard(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    index, _, count = text.partition("/")
-    if not (index.isdigit() and count.isdigit()) or not 0 <= int(index) < int(count):
-        raise InputError("--shard", "shard", f"{text!r} is not I/N with 0 <= I < N")
-    return int(index), int(count)
-
-
 def _lower_min_turns(data: dict[str, Any], overrides: dict[str, Any], source: Path, notes: list[str]) -> dict[str, Any]:
     """A --max-turns below the config's min_turns (and no --min-turns) lowers min_turns to it,
     so that a short trial run of a full config needs one flag, not two."""
@@ -246,6 +229,10 @@ def run(
     ] = None,
     min_turns: Annotated[int | None, typer.Option(help="First turn at which EPM and meter stop rules apply.")] = None,
     limit: Annotated[int | None, typer.Option(help="Run only the first N cases of the split.")] = None,
+    references: Annotated[bool, typer.Option(
+        "--references/--no-references",
+        help="Play the config's reference subjects beside the subjects (the validity check's known groups).",
+    )] = True,
     out_dir: Annotated[Path, typer.Option("--out", help="Where run directories go.")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="Run directory name (default: a timestamp).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory, skipping finished episodes.")] = None,
@@ -270,6 +257,8 @@ def run(
 
     def load_config() -> tuple[RunConfig, dict[str, str]]:
         flagged = _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit)
+        if not references:
+            flagged["references"] = []
         loaded = load_run_config(config, resume, flagged, notes)
         source = config or resume or Path("configs/demo.yaml")
         warning = roles_kept(loaded[0], loaded[1], source, demo=config is None and resume is None)
@@ -295,7 +284,7 @@ def run(
         run_dir = resume or out_dir / (run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
         interruption.run_dir = run_dir
         log = err()
-        responses = _response_cache(cache, cache_dir)
+        responses = response_cache(cache, cache_dir)
         with against_flags(flags):  # an unknown --split is found when the registry is read
             result = asyncio.run(
                 run_benchmark(
@@ -306,7 +295,7 @@ def run(
                     console=log,
                     show_progress=progress,
                     cache=responses,
-                    shard=_parse_shard(shard),
+                    shard=parse_shard(shard),
                     notes=notes,
                 )
             )
@@ -328,7 +317,7 @@ def run(
 
         cfg, flags = load_config()
         with against_flags(flags):
-            est = estimate(cfg, ROOT, shard=_parse_shard(shard), resume=RunDir(resume) if resume else None, force=force)
+            est = estimate(cfg, ROOT, shard=parse_shard(shard), resume=RunDir(resume) if resume else None, force=force)
         for line in notes:
             typer.echo(line, err=True)
         print_estimate(est, console())
@@ -396,7 +385,7 @@ def judge(
 
         log = err()
         with progress_bar() as tick:
-            rescored = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force,
+            rescored = asyncio.run(rescore(run_dir, panel, cache=response_cache(cache, cache_dir), force=force,
                                            console=log, tick=tick))
             finalize_run(rescored, registry_for(run_dir, ROOT), source=RunDir(run_dir), tick=tick)
         table = build_leaderboard([rescored.path], force=force)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import signal
 import sys
@@ -283,3 +284,24 @@ def progress_bar(enabled: bool = True) -> Iterator[Tick]:
             bar.update(task, description=what, completed=done, total=total)
 
         yield tick
+
+
+def response_cache(enabled: bool, folder: Path | None) -> Any:
+    """The on-disk response cache of `run` and `judge` (None when --no-cache)."""
+    from emobench.endpoints.cache import ResponseCache
+    from emobench.endpoints.embedded import cache_root
+
+    if not enabled:
+        return None
+    default = Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite")
+    return ResponseCache(folder / "responses.sqlite" if folder else default)
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """--shard I/N as (I, N)."""
+    if text is None:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit()) or not 0 <= int(index) < int(count):
+        raise InputError("--shard", "shard", f"{text!r} is not I/N with 0 <= I < N")
+    return int(index), int(count)

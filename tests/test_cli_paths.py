@@ -237,3 +237,15 @@ def test_long_commands_draw_run_s_progress_bar_on_a_terminal(recipe: tuple[Path,
     # Not on a terminal (a log, a pipe): no bar, only the command's own lines.
     plain = RUNNER.invoke(app, ["validate", str(run), "-o", str(tmp_path / "v.json"), "--n-boot", "50"])
     assert plain.exit_code == 0 and plain.stderr == f"wrote {tmp_path / 'v.json'}\n"
+
+
+def test_no_references_leaves_the_config_s_reference_out(fake: FakeOpenAIServer) -> None:
+    model = f"openai:m@{fake.base_url}"
+    args = ["run", "--config", "configs/standard.yaml", "--subject", model, "--user", model, "--judge", model,
+            "--split", "dev", "--limit", "2", "--seeds", "0", "--max-turns", "3", "--dry-run"]
+    both = RUNNER.invoke(app, args, env={"COLUMNS": "200"})
+    alone = RUNNER.invoke(app, [*args, "--no-references"], env={"COLUMNS": "200"})
+    assert both.exit_code == 0 and alone.exit_code == 0, both.output + alone.output
+    assert "× 2 subject(s) = 4 episode(s)" in both.stdout and "scripted:platitude" in both.stdout
+    assert "× 1 subject(s) = 2 episode(s)" in alone.stdout and "scripted:platitude" not in alone.stdout
+    assert fake.state.requests == []
