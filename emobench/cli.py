@@ -12,7 +12,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from emobench.cli_support import Interruption, Lazy, LazyGroup, SplitName, against_flags, one_line_errors
+from emobench.cli_support import (
+    SPLITS,
+    Interruption,
+    Lazy,
+    LazyGroup,
+    SplitName,
+    against_flags,
+    one_line_errors,
+    parse_shard,
+    progress_bar,
+    response_cache,
+    roles_kept,
+)
 from emobench.errors import InputError
 
 if TYPE_CHECKING:
@@ -157,41 +169,30 @@ def _merge_roles(base: dict[str, Any], override: dict[str, Any]) -> dict[str, An
     return merged
 
 
-def _response_cache(enabled: bool, folder: Path | None) -> Any:
-    from emobench.endpoints.cache import ResponseCache
-    from emobench.endpoints.embedded import cache_root
+def _lower_min_turns(data: dict[str, Any], overrides: dict[str, Any], source: Path, notes: list[str]) -> dict[str, Any]:
+    """A --max-turns below the config's min_turns (and no --min-turns) lowers min_turns to it,
+    so that a short trial run of a full config needs one flag, not two."""
+    from emobench.config import RunConfig
 
-    if not enabled:
-        return None
-    default = Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite")
-    return ResponseCache(folder / "responses.sqlite" if folder else default)
-
-
-def _parse_shard(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    index, _, count = text.partition("/")
-    if not (index.isdigit() and count.isdigit()) or not 0 <= int(index) < int(count):
-        raise InputError("--shard", "shard", f"{text!r} is not I/N with 0 <= I < N")
-    return int(index), int(count)
-
-
-def _demo_roles_kept(config: Path | None, resume: Path | None, subject: list[str] | None, user: str | None,
-                     judge: list[str] | None) -> str | None:
-    """The warning for `run --subject X` on the demo config: the user and judges stay the demo's
-    embedded model, served by a local vLLM server, which a user bringing a model rarely wants."""
-    if config is not None or resume is not None or not subject or (user and judge):
-        return None
-    kept = " and ".join(name for name, given in (("user simulator", user), ("judges", judge)) if not given)
-    return (f"warning: --subject without --config keeps the demo's {kept} (vllm:embedded, a local vLLM server "
-            "emobench starts); pass --user and --judge, or --config configs/standard.yaml")
+    max_turns = overrides.get("max_turns")
+    min_turns = data.get("min_turns", RunConfig.model_fields["min_turns"].default)
+    if not isinstance(max_turns, int) or max_turns < 1 or "min_turns" in overrides or not isinstance(min_turns, int):
+        return data  # a bad --max-turns is reported against the flag, with nothing lowered
+    if min_turns <= max_turns:
+        return data
+    notes.append(f"note: --max-turns {max_turns} is below min_turns {min_turns} of {source}: min_turns lowered to "
+                 f"{max_turns} (set it with --min-turns)")
+    return {**data, "min_turns": max_turns}
 
 
 def load_run_config(
-    config: Path | None, resume: Path | None, overrides: dict[str, Any]
+    config: Path | None, resume: Path | None, overrides: dict[str, Any], notes: list[str] | None = None
 ) -> tuple[RunConfig, dict[str, str]]:
     """The run's config as `run` validates it: the file (or the resumed run's), the panel, the
-    flags on top; errors in a flag's value name the flag. Returns it with the flags given."""
+    flags on top; errors in a flag's value name the flag. Returns it with the flags given.
+
+    What the flags changed beyond their own field goes to ``notes`` for the caller to print
+    once its input is all checked (a refusal is one line); without it, printed here."""
     from emobench.config import load_config_data, resolve_panel, validate_config
     from emobench.rundir import RunDir
     from emobench.runner import ROOT
@@ -201,8 +202,18 @@ def load_run_config(
     source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
     base = RunDir(resume).read_config() if resume and config is None else load_config_data(source)
     flags = {FLAG_FIELDS[key]: flag for key, flag in FLAGS.items() if key in overrides}
+    said: list[str] = []
+    merged = _lower_min_turns(_merge_roles(resolve_panel(base, source, ROOT), overrides), overrides, source, said)
+    if config is not None and "split" not in overrides and merged.get("split", "test") not in SPLITS:
+        raise InputError(source, "split", f"unknown split {merged['split']!r} (known: {', '.join(SPLITS)})")
     with against_flags(flags):
-        return validate_config(_merge_roles(resolve_panel(base, source, ROOT), overrides), source), flags
+        validated = validate_config(merged, source)
+    if notes is None:
+        for line in said:
+            typer.echo(line, err=True)
+    else:
+        notes += said
+    return validated, flags
 
 
 @app.command()
@@ -213,9 +224,15 @@ def run(
     judge: Annotated[list[str] | None, typer.Option(help="Judge binding; repeat for a panel.")] = None,
     split: Annotated[SplitName | None, typer.Option(help="Split to run (default: the config's).")] = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 0,1,2.")] = None,
-    max_turns: Annotated[int | None, typer.Option(help="Turn limit per episode.")] = None,
+    max_turns: Annotated[
+        int | None, typer.Option(help="Turn limit per episode; below the config's min_turns, it lowers min_turns too.")
+    ] = None,
     min_turns: Annotated[int | None, typer.Option(help="First turn at which EPM and meter stop rules apply.")] = None,
     limit: Annotated[int | None, typer.Option(help="Run only the first N cases of the split.")] = None,
+    references: Annotated[bool, typer.Option(
+        "--references/--no-references",
+        help="Play the config's reference subjects beside the subjects (the validity check's known groups).",
+    )] = True,
     out_dir: Annotated[Path, typer.Option("--out", help="Where run directories go.")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="Run directory name (default: a timestamp).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory, skipping finished episodes.")] = None,
@@ -236,11 +253,16 @@ def run(
     """Run episodes, judge and score them, and print the leaderboard."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+    notes: list[str] = []  # printed once every input is checked, so that a refusal stays one line
+
     def load_config() -> tuple[RunConfig, dict[str, str]]:
-        loaded = load_run_config(config, resume, _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit))
-        warning = _demo_roles_kept(config, resume, subject, user, judge)
-        if warning:
-            typer.echo(warning, err=True)
+        flagged = _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit)
+        if not references:
+            flagged["references"] = []
+        loaded = load_run_config(config, resume, flagged, notes)
+        source = config or resume or Path("configs/demo.yaml")
+        warning = roles_kept(loaded[0], loaded[1], source, demo=config is None and resume is None)
+        notes.extend([warning] if warning else [])
         return loaded
 
     def go(interruption: Interruption) -> None:
@@ -262,7 +284,7 @@ def run(
         run_dir = resume or out_dir / (run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
         interruption.run_dir = run_dir
         log = err()
-        responses = _response_cache(cache, cache_dir)
+        responses = response_cache(cache, cache_dir)
         with against_flags(flags):  # an unknown --split is found when the registry is read
             result = asyncio.run(
                 run_benchmark(
@@ -273,11 +295,13 @@ def run(
                     console=log,
                     show_progress=progress,
                     cache=responses,
-                    shard=_parse_shard(shard),
+                    shard=parse_shard(shard),
+                    notes=notes,
                 )
             )
         rd = RunDir(result.run_dir)
-        finalize_run(rd, load_registry(ROOT))
+        with progress_bar(progress) as tick:
+            finalize_run(rd, load_registry(ROOT), tick=tick)
         table = build_leaderboard([rd.path])
         write_leaderboard(table, rd.path)
         render_table(table, console())
@@ -293,8 +317,10 @@ def run(
 
         cfg, flags = load_config()
         with against_flags(flags):
-            est = estimate(cfg, ROOT, shard=_parse_shard(shard), resume=RunDir(resume) if resume else None, force=force,
+            est = estimate(cfg, ROOT, shard=parse_shard(shard), resume=RunDir(resume) if resume else None, force=force,
                            out_dir=out_dir)
+        for line in notes:
+            typer.echo(line, err=True)
         print_estimate(est, console())
 
     with one_line_errors() as interruption:
@@ -320,14 +346,17 @@ def merge(
 
         counts = merge_runs(run_dirs, out, force=force)
         rd = RunDir(out)
-        finalize_run(rd, load_registry(ROOT))
+        with progress_bar() as tick:
+            finalize_run(rd, load_registry(ROOT), tick=tick)
         table = build_leaderboard([rd.path], force=force)
         write_leaderboard(table, rd.path)
         render_table(table, console())
         err().print(
-            f"merged {counts['sources']} run(s): {counts['episodes']} episodes, "
-            f"{counts['duplicates']} duplicate(s) dropped → {out}"
+            f"merged {counts['sources']} run(s): {counts['episodes']} episodes, {counts['judgements']} judgement(s), "
+            f"{counts['pairwise']} pairwise verdict(s), {counts['duplicates']} duplicate episode(s) dropped → {out}"
         )
+        if counts["panels"]:
+            err().print(f"note: {counts['panels']} (rescores) not merged; run emobench judge on {out} for them")
 
     with one_line_errors():
         go()
@@ -356,8 +385,10 @@ def judge(
         from emobench.runner import ROOT
 
         log = err()
-        rescored = asyncio.run(rescore(run_dir, panel, cache=_response_cache(cache, cache_dir), force=force, console=log))
-        finalize_run(rescored, registry_for(run_dir, ROOT), source=RunDir(run_dir))
+        with progress_bar() as tick:
+            rescored = asyncio.run(rescore(run_dir, panel, cache=response_cache(cache, cache_dir), force=force,
+                                           console=log, tick=tick))
+            finalize_run(rescored, registry_for(run_dir, ROOT), source=RunDir(run_dir), tick=tick)
         table = build_leaderboard([rescored.path], force=force)
         write_leaderboard(table, rescored.path)
         render_table(table, console())

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,15 +18,30 @@ from typer import _click  # typer vendors click: its own classes
 from typer._click.exceptions import BadParameter, NoArgsIsHelpError, UsageError
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from emobench.errors import EmobenchError, InputError
+from emobench.errors import EmobenchError, EndpointError, InputError
 
 # Every split of the bundled library, archived editions' included (a test checks it against the
 # registry): static, so that listing them in --help reads no card.
 SPLITS = ("demo", "dev", "test", "dev-v1", "test-v1", "demo-v2", "dev-v2", "test-v2")
 if TYPE_CHECKING:
+    from emobench.config import RunConfig
+
     SplitName = str
 else:
     SplitName = Literal[SPLITS]  # typer lists and checks the choices
+
+
+# Every exit status of every command, for docs/reference.md (scripts/gen_reference.py writes it).
+EXIT_CODES = {
+    0: "Success; `gate`: no significant regression beyond the tolerance.",
+    1: "`gate`: a significant regression beyond the tolerance; `scenarios stats`: a stratification target missed.",
+    InputError.exit_code: "Bad input: a config, card, flag value, run directory or file, named in the one error line; "
+                          "also a file-system error (an output path that is a file, a full disk).",
+    EndpointError.exit_code: "A model endpoint failed in a way its retries could not fix, named in the error line; "
+                             "finished episodes are kept, and `run --resume RUN` continues once the endpoint answers.",
+    130: "Interrupted (Ctrl-C); finished work is kept.",
+    143: "Terminated (SIGTERM); finished work is kept and the vLLM servers emobench started are stopped.",
+}
 
 
 class Terminated(KeyboardInterrupt):
@@ -219,3 +235,73 @@ def against_flags(flags: Mapping[str, str]) -> Iterator[None]:
             if head and (not is_role or exc.field.endswith(".binding")):
                 raise InputError(flag, exc.field, exc.problem) from None
         raise
+
+
+def roles_kept(config: RunConfig, flags: Mapping[str, str], source: Path, *, demo: bool) -> str | None:
+    """The warning for a run given some roles on the command line (``flags``: config field ->
+    flag) while others keep the config's binding: a user who brings a subject rarely means to
+    keep a config's placeholder simulator or judges, or the demo's embedded model."""
+    given = {field for field in flags if field in ("subjects", "user", "panel.judges")}
+    if not given:
+        return None
+    roles = {
+        "subjects": ("subjects", "--subject", [r.binding for r in config.subjects]),
+        "user": ("user simulator", "--user", [config.user.binding]),
+        "panel.judges": ("judges", "--judge", [r.binding for r in config.judges]),
+    }
+    kept = [(name, flag, bindings) for field, (name, flag, bindings) in roles.items() if field not in given]
+    if config.director is not None:
+        kept.append(("director", "", [config.director.binding]))
+    if not kept:
+        return None
+    listed = "; ".join(f"{name}: {', '.join(dict.fromkeys(bindings))}" for name, _, bindings in kept)
+    flags_missing = " and ".join(flag for _, flag, _ in kept if flag)
+    hint = f"; pass {flags_missing} to replace them" if flags_missing else ""
+    if demo:
+        hint += " (vllm:embedded is a local vLLM server emobench starts), or --config configs/standard.yaml"
+    given_flags = " ".join(flags[field] for field in ("subjects", "user", "panel.judges") if field in given)
+    return f"warning: {given_flags} given, but {source} keeps its {listed}{hint}"
+
+
+# A long command's progress: (what it is doing, how many of how many are done).
+Tick = Callable[[str, int, int], None]
+
+
+@contextmanager
+def progress_bar(enabled: bool = True) -> Iterator[Tick]:
+    """`run`'s progress bar (what, bar, done/total, time elapsed) on stderr for a long command.
+    Drawn on a terminal only: a log or a pipe gets the command's own lines and nothing else."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, disable=not (enabled and console.is_terminal),
+                  transient=False) as bar:
+        task = bar.add_task("", total=None)
+
+        def tick(what: str, done: int, total: int) -> None:
+            bar.update(task, description=what, completed=done, total=total)
+
+        yield tick
+
+
+def response_cache(enabled: bool, folder: Path | None) -> Any:
+    """The on-disk response cache of `run` and `judge` (None when --no-cache)."""
+    from emobench.endpoints.cache import ResponseCache
+    from emobench.endpoints.embedded import cache_root
+
+    if not enabled:
+        return None
+    default = Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite")
+    return ResponseCache(folder / "responses.sqlite" if folder else default)
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """--shard I/N as (I, N)."""
+    if text is None:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit()) or not 0 <= int(index) < int(count):
+        raise InputError("--shard", "shard", f"{text!r} is not I/N with 0 <= I < N")
+    return int(index), int(count)

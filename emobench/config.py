@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -125,9 +126,49 @@ class RunConfig(_Config):
         return hashlib.sha256(canonical).hexdigest()[:16]
 
 
-def _first_error(exc: ValidationError) -> tuple[str, str]:
-    err = exc.errors()[0]
-    return ".".join(str(p) for p in err["loc"]), err["msg"]
+# Keys a config file may hold besides RunConfig's fields: read while loading, not stored.
+FILE_KEYS = ("judges", "references")
+
+
+def _first_error(exc: ValidationError, known: tuple[str, ...] = ()) -> tuple[str, str]:
+    """The error to report: an unknown key first (a misspelt key also makes its field
+    "required", and the misspelling is what the user must fix), with the closest of the
+    ``known`` top-level keys."""
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    field = ".".join(str(p) for p in err["loc"])
+    if err["type"] != "extra_forbidden":
+        return field, err["msg"]
+    close = difflib.get_close_matches(str(err["loc"][-1]), known if len(err["loc"]) == 1 else (), n=1)
+    return field, "unknown key" + (f"; did you mean {close[0]}?" if close else "")
+
+
+def with_references(data: dict[str, Any], source: str | Path) -> dict[str, Any]:
+    """Play a config's ``references:`` (scripted reference subjects, docs/validity.md) beside its
+    subjects. They are kept apart in the file so that ``--subject`` replaces only the subjects;
+    the validated config lists them among the subjects, as a run records them."""
+    if "references" not in data:
+        return data
+    data = dict(data)
+    references = data.pop("references")
+    if not isinstance(references, list):
+        raise InputError(source, "references", "must be a list of roles, e.g. [{binding: scripted:platitude}]")
+    subjects = data.get("subjects")
+    names = {r.get("label") or r.get("binding") for r in subjects if isinstance(r, dict)} if isinstance(subjects, list) else set()
+    kept = []
+    for i, reference in enumerate(references):
+        try:
+            role = RoleConfig.model_validate(reference)
+        except ValidationError as exc:
+            field, msg = _first_error(exc)
+            raise InputError(source, f"references[{i}]{'.' + field if field else ''}", msg) from None
+        if not role.binding.startswith("scripted:"):
+            raise InputError(source, f"references[{i}].binding", f"{role.binding!r} is not a scripted:NAME reference")
+        if (role.label or role.binding) not in names:  # already among the subjects (e.g. given with --subject)
+            kept.append(reference)
+    if isinstance(subjects, list):
+        data["subjects"] = [*subjects, *kept]
+    return data
 
 
 def resolve_panel(data: dict[str, Any], source: str | Path, root: Path) -> dict[str, Any]:
@@ -147,11 +188,11 @@ def resolve_panel(data: dict[str, Any], source: str | Path, root: Path) -> dict[
 
 
 def validate_config(data: dict[str, Any], source: str | Path, root: Path | None = None) -> RunConfig:
-    data = resolve_panel(data, source, root or library_root())
+    data = with_references(resolve_panel(data, source, root or library_root()), source)
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        field, msg = _first_error(exc)
+        field, msg = _first_error(exc, (*RunConfig.model_fields, *FILE_KEYS))
         raise InputError(source, field, msg) from None
     for field, role in config.bindings():
         parse_binding(role.binding, source=str(source), field=f"{field}.binding")
@@ -160,7 +201,8 @@ def validate_config(data: dict[str, Any], source: str | Path, root: Path | None 
         if len(set(labels)) != len(labels):
             raise InputError(source, field, "two roles share a label; give each a distinct label")
     if config.min_turns > config.max_turns:
-        raise InputError(source, "min_turns", f"{config.min_turns} exceeds max_turns {config.max_turns}")
+        raise InputError(source, "min_turns", f"{config.min_turns} exceeds max_turns {config.max_turns}; lower it with "
+                         "--min-turns or raise max_turns with --max-turns")
     return config
 
 

@@ -6,6 +6,7 @@ to reproduce any number derived from it.
 
 from __future__ import annotations
 
+import statistics
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -171,13 +172,23 @@ class DimScore(Record):
     reason: str = ""
 
 
+# The holistic rubric's dimensions: what a HolisticVerdict scores (judges/holistic.j2).
+HOLISTIC_DIMENSIONS = ("empathy", "humanlikeness", "persona_adaptation", "coherence")
+
+
 class HolisticVerdict(Record):
     """One judge's holistic rubric of a whole episode; scores is None when invalid."""
 
     judge: str
     valid: bool
-    scores: dict[str, DimScore] | None = None  # empathy, humanlikeness, persona_adaptation, coherence
+    scores: dict[str, DimScore] | None = None  # one per HOLISTIC_DIMENSIONS
     error: str | None = None
+
+
+def mean_scores(verdicts: list[HolisticVerdict]) -> dict[str, float | None]:
+    """Mean score per dimension over the valid judges; None when no judge was valid."""
+    valid = [v.scores for v in verdicts if v.valid and v.scores]
+    return {dim: statistics.fmean(s[dim].score for s in valid) if valid else None for dim in HOLISTIC_DIMENSIONS}
 
 
 class ProbeAnswer(Record):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +67,13 @@ def invalid_judgements(episodes: list[Episode]) -> dict[str, int]:
     return dict(counts)
 
 
-def finalize_run(out: RunDir, registry: Registry, *, source: RunDir | None = None) -> list[Episode]:
+def finalize_run(
+    out: RunDir, registry: Registry, *, source: RunDir | None = None, tick: Callable[[str, int, int], None] | None = None
+) -> list[Episode]:
     """Score every episode and write scores.parquet, pairwise.parquet and report.json to out.
 
-    source is the run whose episodes a rescore judged again (out is then its panel folder).
+    source is the run whose episodes a rescore judged again (out is then its panel folder);
+    tick, when given, hears of each episode scored.
     """
     origin = source or out
     origin_manifest = origin.read_manifest()
@@ -85,12 +89,14 @@ def finalize_run(out: RunDir, registry: Registry, *, source: RunDir | None = Non
     tracker = None if "external" in origin_manifest else default_tracker()
     scored = []
     rows = []
-    for episode in episodes:
+    for done, episode in enumerate(episodes, start=1):
         judgement = judgements.get(episode.key)
         if judgement is not None and judgement.mdep is not None:
             episode = rejudged(episode, judgement.mdep, min_turns, load_profile(profile).engine)
         scored.append(episode)
         rows.append(score_episode(episode, registry.case(episode.case_id), out.path.name, judgement, tracker, profile))
+        if tick is not None:
+            tick("scoring", done, len(episodes))
     table = scores_table(rows)
     pq.write_table(table, out.scores)
     verdicts = read_records(out.pairwise_log, PairwiseVerdict)

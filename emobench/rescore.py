@@ -7,6 +7,7 @@ trajectory is recomputed from them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,12 +18,13 @@ from rich.console import Console
 from emobench.config import PanelConfig, load_config_data, validate_config
 from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.pool import EndpointPool
+from emobench.episode.roles import role_caller
 from emobench.errors import InputError
 from emobench.importers.cards import registry_for
 from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
+from emobench.library_paths import library_root
 from emobench.preflight import preflight
 from emobench.rundir import RunDir
-from emobench.runner import ROOT, _caller
 
 
 def load_panel(path: Path) -> PanelConfig:
@@ -37,12 +39,14 @@ async def rescore(
     run_dir: Path,
     panel_path: Path,
     *,
-    root: Path = ROOT,
+    root: Path | None = None,
     cache: ResponseCache | None = None,
     force: bool = False,
     console: Console | None = None,
+    tick: Callable[[str, int, int], None] | None = None,
 ) -> RunDir:
     console = console or Console(stderr=True)
+    root = root or library_root()
     source = RunDir(run_dir)
     manifest = source.read_manifest()
     config = validate_config(manifest["config"], source.manifest, root)
@@ -67,7 +71,7 @@ async def rescore(
         judges = []
         for role in panel_config.judges:
             client, info = await pool.resolve(role)
-            judges.append(_caller("judge", client, info))
+            judges.append(role_caller("judge", client, info))
         panel = bind_panel(panel_config, tuple(judges), root)
         out.write_json(
             out.manifest,
@@ -87,6 +91,8 @@ async def rescore(
             },
         )
         console.print(f"rescoring {len(episodes)} episode(s) of {source.path} with panel {panel_config.name!r}")
-        await judge_episodes(out, episodes, registry, panel, config.limits(), config.concurrency, replay=True)
+        await judge_episodes(out, episodes, registry, panel, config.limits(), config.concurrency, replay=True, tick=tick)
+        if tick is not None and panel_config.pairwise:
+            tick("pairwise", 0, 1)  # one batch: every pair of transcripts at once
         await judge_pairwise(out, episodes, registry, panel, config.limits(), config.concurrency)
     return out

@@ -9,7 +9,7 @@ import asyncio
 import gc
 import hashlib
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,17 +22,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import emobench
 from emobench.config import RoleConfig, RunConfig
 from emobench.endpoints.cache import ResponseCache
-from emobench.endpoints.client import ChatEndpoint
 from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, RoleCaller
+from emobench.episode.roles import role_caller as _caller  # the name the commands import
 from emobench.errors import EndpointError, InputError
 from emobench.judging.mdep import judge_turn
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
 from emobench.library_paths import library_root
 from emobench.preflight import preflight
 from emobench.prompts import load_template
-from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict, RoleInfo
+from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict
 from emobench.registry import Case, Registry, load_registry
 from emobench.rundir import RunDir, read_records
 
@@ -78,13 +78,6 @@ def load_prompts(root: Path, config: RunConfig) -> EpisodePrompts:
         director=load_template(root / "prompts" / "director.j2") if config.director else None,
         probe=load_template(root / "prompts" / "probe.j2") if config.probe else None,
     )
-
-
-def _caller(role: str, client: ChatEndpoint, info: RoleInfo) -> RoleCaller:
-    async def call(messages: list[dict[str, str]], seed: int, response_format: dict[str, Any] | None) -> Any:
-        return await client.complete(messages, info.sampling, seed, response_format)
-
-    return RoleCaller(role=role, info=info, call=call)
 
 
 def manifest(
@@ -222,7 +215,10 @@ async def run_benchmark(
     show_progress: bool = True,
     cache: ResponseCache | None = None,
     shard: tuple[int, int] | None = None,
+    notes: Sequence[str] = (),
 ) -> RunResult:
+    """Run (or resume) every episode, judging each as it finishes. ``notes`` (what the command
+    line changed, a role it kept) are printed under the run's first line, once preflight passed."""
     console = console or Console(stderr=True)
     registry = load_registry(root)
     cases = select_cases(registry, config)
@@ -241,6 +237,8 @@ async def run_benchmark(
         f"{len(config.subjects)} subject(s), seeds {config.seeds})",
         soft_wrap=True,
     )
+    for note in notes:
+        console.print(note, soft_wrap=True, markup=False, highlight=False)
     rd.create()
     rd.repair()
     provenance = Provenance(config.split, registry_version, config.config_hash(), emobench.__version__)

@@ -26,14 +26,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from emobench import cli  # noqa: E402
-from emobench.cli_support import LazyGroup  # noqa: E402
-from emobench.config import PanelConfig, Price, RoleConfig, RunConfig  # noqa: E402
+from emobench.cli_support import EXIT_CODES, LazyGroup  # noqa: E402
+from emobench.config import FILE_KEYS, PanelConfig, Price, RoleConfig, RunConfig  # noqa: E402
 from emobench.records import Sampling  # noqa: E402
 
 TARGET = ROOT / "docs" / "reference.md"
 MODELS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("Top level", RunConfig), ("Role", RoleConfig), ("Sampling", Sampling), ("Price", Price), ("Panel", PanelConfig),
 )
+# Top-level keys a config file may hold that the loaded config folds into its fields (type, default,
+# bounds, meaning); emobench.config.FILE_KEYS lists them, "judges" under `panel`.
+FILE_ONLY = {
+    "references": ("list[[role](#role)]", "`[]`", "`scripted:` bindings only",
+                   "Reference subjects (docs/validity.md), played beside the subjects: `run --subject` replaces "
+                   "the subjects and keeps these. The run records them among its subjects."),
+}
 MEANINGS: dict[type[BaseModel], dict[str, str]] = {
     RunConfig: {
         "subjects": "The models under test, each a [role](#role); every one plays every case and seed.",
@@ -150,6 +157,10 @@ def config_section() -> list[str]:
             meaning = meanings[name] + (f" Flag: `run {flag}`." if flag and model in (RunConfig, PanelConfig) else "")
             row = [f"`{name}`", _type(info.annotation), _default(info), _bounds(info.metadata), meaning.replace("|", "\\|")]
             lines.append(f"| {' | '.join(row)} |")
+        if model is RunConfig:
+            if set(FILE_ONLY) != set(FILE_KEYS) - {"judges"}:
+                raise SystemExit(f"scripts/gen_reference.py: FILE_ONLY {sorted(FILE_ONLY)} is not FILE_KEYS {FILE_KEYS}")
+            lines += [f"| `{name}` | {' | '.join(cells)} |" for name, cells in FILE_ONLY.items()]
         lines.append("")
     return lines
 
@@ -197,7 +208,8 @@ def commands_section() -> list[str]:
     import typer
 
     root = typer.main.get_command(cli.app)
-    lines = ["## Commands", "", "Every command answers `--help`; bad input is one line on stderr and exit 2.", ""]
+    lines = ["## Commands", "", "Every command answers `--help`; bad input is one line on stderr and exit 2 "
+             "([exit codes](#exit-codes)).", ""]
     _command(lines, "emobench", root, None)
     return lines
 
@@ -263,11 +275,17 @@ deployments) they do not list. An endpoint that lists no model is not checked fo
 """
 
 
+def exit_codes_section() -> list[str]:
+    lines = ["## Exit codes", "", "Every command exits with one of these; an error is one line on stderr.", "",
+             "| code | meaning |", "|---|---|"]
+    return [*lines, *(f"| {code} | {meaning} |" for code, meaning in sorted(EXIT_CODES.items())), ""]
+
+
 def render() -> str:
     head = ["# Reference: run config and command line", "",
             "Generated from the code by `python scripts/gen_reference.py`; a test fails when this page and "
             "the code disagree. Do not edit by hand.", ""]
-    return "\n".join([*head, *config_section(), KEYS_SECTION, *commands_section()]).rstrip() + "\n"
+    return "\n".join([*head, *config_section(), KEYS_SECTION, *commands_section(), *exit_codes_section()]).rstrip() + "\n"
 
 
 def main() -> None:

@@ -157,3 +157,56 @@ def test_cost_is_accounted_where_a_price_is_configured(fake: FakeOpenAIServer, t
     assert accounting["judge:fake-model"]["cost_usd"] is None  # no price configured for the judge
     assert rd.read_manifest()["accounting"] == accounting
     assert "cost $" in result.output
+
+
+def test_merge_carries_judgements_and_pairwise_so_holistic_columns_and_bt_survive(
+    fake: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    import yaml
+
+    binding = f"openai:fake-model@{fake.base_url}"
+    cfg = write_config(tmp_path / "run.yaml", fake.base_url, seeds=[0, 1, 2])
+    data = yaml.safe_load(cfg.read_text())
+    data["subjects"] = [{"binding": binding, "label": "subject-a"},
+                        {"binding": binding, "label": "subject-b", "sampling": {"temperature": 0.5}}]
+    cfg.write_text(yaml.safe_dump(data))
+    for i in range(2):
+        shard = cli.invoke(app, ["run", "--config", str(cfg), "--out", str(tmp_path), "--run-id", f"s{i}",
+                                 "--shard", f"{i}/2", "--no-cache", "--no-progress"], env={"COLUMNS": "200"})
+        assert shard.exit_code == 0, shard.output
+    shards = [RunDir(tmp_path / f"s{i}") for i in range(2)]
+    assert all(rd.judgements.stat().st_size and rd.pairwise_log.stat().st_size for rd in shards)
+    # The first shard is given twice: its episodes, judgements and comparisons count once.
+    merged = cli.invoke(app, ["merge", str(shards[0].path), str(shards[1].path), str(shards[0].path),
+                              "-o", str(tmp_path / "all")], env={"COLUMNS": "200"})
+    assert merged.exit_code == 0, merged.output
+    out = RunDir(tmp_path / "all")
+    assert len(out.read_episodes()) == 12 and "12 judgement(s)" in merged.output
+    assert out.judgements.read_bytes().count(b"\n") == 12
+    pairwise = pd.read_parquet(out.pairwise)
+    assert len(pairwise) == 6 * 2 * 4  # 6 (case, seed) pairs x 2 orders x 4 dimensions, once each
+    calls = sum(rd.pairwise_calls.read_bytes().count(b"\n") for rd in shards)
+    assert out.pairwise_calls.read_bytes().count(b"\n") == calls
+    board = pd.read_parquet(out.leaderboard)
+    overall = board[board["slice_family"] == "overall"]
+    assert len(overall) == 2
+    for column in ("empathy", "humanlikeness", "persona_adaptation", "coherence", "bt_rating", "epmq"):
+        assert overall[column].notna().all(), column
+    scores = pd.read_parquet(out.scores)
+    assert scores["empathy"].notna().all()
+    shown = cli.invoke(app, ["show", str(out.path), "--episode", "1", "--no-pager"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "holistic verdicts" in shown.output, shown.output
+
+
+def test_merge_refuses_a_judgement_of_an_episode_its_shard_lacks(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "run.yaml", fake.base_url)
+    run = cli.invoke(app, ["run", "--config", str(cfg), "--out", str(tmp_path), "--run-id", "s", "--no-cache",
+                           "--no-progress"], env={"COLUMNS": "200"})
+    assert run.exit_code == 0, run.output
+    rd = RunDir(tmp_path / "s")
+    lines = rd.episodes.read_bytes().splitlines(keepends=True)
+    rd.episodes.write_bytes(lines[0])
+    merged = cli.invoke(app, ["merge", str(rd.path), "-o", str(tmp_path / "all")])
+    assert merged.exit_code == 2
+    assert "judgements.jsonl" in merged.output and "does not hold" in merged.output
+    assert len(merged.output.strip().splitlines()) == 1

@@ -137,16 +137,27 @@ def test_a_bad_choice_is_one_line_against_its_flag() -> None:
         assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {flag}: 'nope' is not one of")
 
 
-def test_subject_alone_warns_that_the_demo_s_embedded_roles_stay(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+def test_a_role_kept_from_the_config_while_others_are_given_is_warned_about(fake: FakeOpenAIServer, tmp_path: Path) -> None:
     subject = f"openai:m@{fake.base_url}"
     alone = RUNNER.invoke(cli.app, ["run", "--subject", subject, "--dry-run"])
     assert alone.exit_code == 0, alone.output
-    assert "warning: --subject without --config keeps the demo's user simulator and judges (vllm:embedded" in alone.stderr
+    warning = [line for line in alone.stderr.splitlines() if line.startswith("warning:")]
+    assert warning == ["warning: --subject given, but configs/demo.yaml keeps its user simulator: vllm:embedded; "
+                       "judges: vllm:embedded; pass --user and --judge to replace them (vllm:embedded is a local vLLM "
+                       "server emobench starts), or --config configs/standard.yaml"]
     both = RUNNER.invoke(cli.app, ["run", "--subject", subject, "--user", subject, "--judge", subject, "--dry-run"])
     assert both.exit_code == 0 and "warning" not in both.stderr
-    own = RUNNER.invoke(cli.app, ["run", "--config", str(write_config(tmp_path / "c.yaml", fake.base_url)),
-                                  "--subject", subject, "--dry-run"])
-    assert own.exit_code == 0 and "warning" not in own.stderr
+    config = write_config(tmp_path / "c.yaml", fake.base_url)
+    own = RUNNER.invoke(cli.app, ["run", "--config", str(config), "--subject", subject, "--dry-run"])
+    kept = f"openai:fake-model@{fake.base_url}"
+    assert own.exit_code == 0, own.output
+    assert f"warning: --subject given, but {config} keeps its user simulator: {kept}; judges: {kept}; pass --user " \
+           "and --judge to replace them" in own.stderr
+    judge_only = RUNNER.invoke(cli.app, ["run", "--config", str(config), "--judge", subject, "--dry-run"])
+    assert f"warning: --judge given, but {config} keeps its subjects: {kept}; user simulator: {kept}; pass " \
+           "--subject and --user to replace them" in judge_only.stderr
+    nothing = RUNNER.invoke(cli.app, ["run", "--config", str(config), "--dry-run"])
+    assert nothing.exit_code == 0 and "warning" not in nothing.stderr
     assert fake.state.requests == []
 
 

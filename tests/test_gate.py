@@ -134,3 +134,16 @@ def test_multi_subject_run_needs_a_subject(runs: dict[str, Path], tmp_path: Path
         run_gate(runs["base"], both, n_boot=100)
     r = run_gate(runs["base"], both, candidate_subject="ckpt-300", n_boot=100).results[0]
     assert r.candidate.subject == "ckpt-300" and r.diff.n == 30
+
+
+def test_a_run_with_a_reference_subject_gates_its_model(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A config's scripted reference (standard.yaml's `references:`) plays beside the model; the
+    gate needs no --candidate-subject to find the model, but still names a second model."""
+    with_reference = write_run(tmp_path / "ref", [WORSE, SubjectTruth("scripted:platitude", epmq=20, success=0.1)],
+                               n_cases=30)
+    r = run_gate(runs["base"], with_reference, n_boot=100).results[0]
+    assert r.candidate.subject == "ckpt-300" and r.diff.n == 30
+    two = write_run(tmp_path / "two", [SAME, WORSE, SubjectTruth("scripted:platitude", epmq=20, success=0.1)],
+                    n_cases=30)
+    with pytest.raises(InputError, match="--candidate-subject"):
+        run_gate(runs["base"], two, n_boot=100)

@@ -165,7 +165,7 @@ def test_unusable_bundles_and_options(bundle: dict[str, Path], tmp_path: Path) -
         (["--baseline", str(bundle["base"]), "--baseline-subject", "ckpt-100",
           "--slice", "persona_resilience=stubborn"], "slice"),
         (["--baseline", str(bundle["base"]), "--baseline-subject", "ckpt-100",
-          "--slice", "category=astrology"], "0 case(s) with epmq in slice 'category=astrology'"),
+          "--slice", "category=astrology"], "--slice: category=astrology: unknown category 'astrology' (known: "),
         (["--baseline", str(bundle["base"]), "--baseline-subject", "ckpt-100",
           "--tolerance", "vibes=1"], "not a gated metric"),
     ]

@@ -11,9 +11,9 @@ import pytest
 
 from emobench.episode.loop import run_episode
 from emobench.episode.roles import Limits, derive_seed
-from emobench.judging.holistic import HOLISTIC_DIMENSIONS, holistic_messages, judge_holistic, mean_scores, parse_holistic
+from emobench.judging.holistic import holistic_messages, judge_holistic, parse_holistic
 from emobench.prompts import load_template
-from emobench.records import DimScore, HolisticVerdict, UserMove
+from emobench.records import HOLISTIC_DIMENSIONS, DimScore, HolisticVerdict, UserMove, mean_scores
 from emobench.registry import Registry
 from emobench.runner import ROOT
 from tests.conftest import PROVENANCE, fake_caller, fake_roles

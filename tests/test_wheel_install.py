@@ -126,7 +126,8 @@ def test_the_light_install_scores_a_run_from_outside_the_checkout(light_venv: Pa
     assert manifest["registry_version"] == load_registry(ROOT).version("dev")
     assert manifest["prompt_versions"]["simulator"] == load_template(ROOT / "prompts" / "simulator.j2").version
     scores = pd.read_parquet(run / "scores.parquet")
-    assert len(scores) == 2  # 2 cases x 1 seed x 1 subject
+    assert len(scores) == 4  # 2 cases x 1 seed x 2 subjects: the model and standard.yaml's reference
+    assert set(scores["subject"]) == {model, "scripted:platitude"}
     # The affect tracker read every user turn.
     assert scores["emotion_path"].map(len).eq(scores["n_turns"]).all()
     assert scores["valence_path"].map(len).eq(scores["n_turns"]).all()

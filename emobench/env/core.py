@@ -15,9 +15,9 @@ from emobench.env.rewards import RewardConfig, as_info, combine, terminal_compon
 from emobench.episode.roles import EpisodePrompts, Limits, Provenance, WorldRoles
 from emobench.episode.stepper import EpisodeState, subject_conversation
 from emobench.judging.audit import audit_episode
-from emobench.judging.holistic import judge_holistic, mean_scores
+from emobench.judging.holistic import judge_holistic
 from emobench.prompts import PromptTemplate
-from emobench.records import Episode, ModelCall, RoleInfo
+from emobench.records import Episode, ModelCall, RoleInfo, mean_scores
 from emobench.registry import Case
 from emobench.scoring.episode_scores import score_episode
 

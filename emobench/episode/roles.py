@@ -9,13 +9,16 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
 from emobench.prompts import PromptTemplate
 from emobench.records import ModelCall, RoleInfo, TurnJudgement
 from emobench.registry import Case
+
+if TYPE_CHECKING:
+    from emobench.endpoints.client import ChatEndpoint
 
 # (messages, seed, response_format) -> completion; the runner binds endpoint, sampling, cache.
 CallFn = Callable[[list[dict[str, str]], int, "dict[str, Any] | None"], Awaitable[Any]]
@@ -100,6 +103,16 @@ class RoleCaller:
             calls.append(call)
             return value, calls, error
         return None, calls, error
+
+
+def role_caller(role: str, client: ChatEndpoint, info: RoleInfo) -> RoleCaller:
+    """A role bound to its endpoint and sampling: what every command hands the loop and the judges."""
+
+    async def call(messages: list[dict[str, str]], seed: int, response_format: dict[str, Any] | None) -> Any:
+        return await client.complete(messages, info.sampling, seed, response_format)
+
+    return RoleCaller(role=role, info=info, call=call)
+
 
 
 class TurnJudge(Protocol):

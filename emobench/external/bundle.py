@@ -14,6 +14,7 @@ parquet file; the leaderboard's page finds the bundle by it and links it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 from importlib.resources import files
 from pathlib import Path
@@ -173,17 +174,31 @@ def bundle_metadata(empa: EmpaRows, pairs: pa.Table, leaderboard: pa.Table, *, c
     }
 
 
-def build_empa_bundle(results: Path, out_dir: Path, *, commit: str, n_boot: int = 10_000, seed: int = 0) -> dict[str, Any]:
-    """Write the bundle into out_dir (created) and return its metadata."""
+def build_empa_bundle(
+    results: Path, out_dir: Path, *, commit: str, n_boot: int = 10_000, seed: int = 0,
+    tick: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Write the bundle into out_dir (created) and return its metadata; tick, when given, hears
+    of each of its steps."""
+    steps = ("reading", "pairs", "leaderboard", "writing")
+
+    def step(name: str) -> None:
+        if tick is not None:
+            tick(name, steps.index(name), len(steps))
+
     from emobench.external.page import write_notice, write_page  # matplotlib only for the page
 
     if n_boot < 1:
         raise InputError("external", "n_boot", "must be at least 1")
+    step("reading")
     empa = read_empa_rows(Path(results))
     cases = cases_table(empa.rows)
     subjects, _, grid = _grid(cases, Path(results))
+    step("pairs")
     pairs = pair_table({m: grid[m] for m in METRICS}, subjects, n_boot=n_boot, seed=seed)
+    step("leaderboard")
     board = leaderboard_table(cases, n_boot=n_boot, seed=seed)
+    step("writing")
     meta = bundle_metadata(empa, pairs, board, commit=commit, n_boot=n_boot, seed=seed)
     encoded = {EXTERNAL_BUNDLE_KEY: json.dumps(meta, sort_keys=True).encode()}
     out = Path(out_dir)
@@ -192,4 +207,6 @@ def build_empa_bundle(results: Path, out_dir: Path, *, commit: str, n_boot: int 
         atomic_write(out / f"{name}.parquet", partial(pq.write_table, table.replace_schema_metadata(encoded)))
     write_page(board, pairs, meta, out)
     write_notice(meta, out)
+    if tick is not None:
+        tick("done", len(steps), len(steps))
     return meta

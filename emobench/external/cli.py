@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from emobench.cli_support import one_line_errors
+from emobench.cli_support import one_line_errors, progress_bar
 
 app = typer.Typer(
     help="Publish another benchmark's recorded runs, re-scored, beside the leaderboard.", no_args_is_help=True
@@ -32,12 +32,14 @@ def empa(
         from emobench.external.bundle import build_empa_bundle
         from emobench.importers.empa import git_commit
 
-        meta = build_empa_bundle(results_dir, out, commit=commit or git_commit(results_dir) or "unknown",
-                                 n_boot=n_boot, seed=seed)
+        with progress_bar() as tick:
+            meta = build_empa_bundle(results_dir, out, commit=commit or git_commit(results_dir) or "unknown",
+                                     n_boot=n_boot, seed=seed, tick=tick)
         s = meta["pairs"]["epmq_empa"]
+        mdd = "–" if s["median_mdd"] is None else f"{s['median_mdd']:.1f}"  # one model: no pair
         Console(stderr=True).print(
             f"wrote {meta['n_subjects']} models x {meta['n_cases']} cases to {out}: {s['separated']} of "
-            f"{s['n_pairs']} pairs separated after Holm, median MDD {s['median_mdd']:.1f}",
+            f"{s['n_pairs']} pairs separated after Holm, median MDD {mdd}",
             markup=False,
             soft_wrap=True,
         )

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from emobench.errors import InputError
 from emobench.publish.case_scores import CASES_FILE, build_cases, read_cases
 from emobench.publish.runs import load_run
+from emobench.scoring.validity import REFERENCE_PREFIX
 
 # Provenance that must match for scores to be comparable (the split first: it sets the registry version).
 REQUIRED = ("split", "registry_version", "prompt_versions", "scoring_profile")
@@ -74,10 +75,12 @@ def _subject(subjects: list[str], requested: str | None, option: str, where: Pat
         if requested not in subjects:
             raise InputError(where, "subject", f"{requested!r} not found; have {subjects}")
         return requested
-    if len(subjects) != 1:
+    # A scripted reference subject (a config's references) is played beside the model, not gated.
+    real = [s for s in subjects if not s.startswith(REFERENCE_PREFIX)] or subjects
+    if len(real) != 1:
         raise InputError(where, "subject",
                          f"{len(subjects)} subjects {subjects}; choose one with {option}")
-    return subjects[0]
+    return real[0]
 
 
 def check_comparable(baseline: GateSide, candidate: GateSide) -> list[str]:

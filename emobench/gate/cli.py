@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from emobench.cli_support import one_line_errors
+from emobench.errors import InputError
 from emobench.gate.compare import _TWO_WAY, GATE_METRICS
 from emobench.publish.runs import SLICE_LEVELS
 from emobench.registry.models import AXES, CATEGORIES
@@ -80,6 +81,10 @@ def gate(
         if baseline_missing is Missing.record and is_missing(baseline):
             _report(record_baseline(candidate, baseline, n_boot=n_boot, seed=seed) + "\n", summary)
             raise typer.Exit(0)
+        for spec in slice_ or []:  # an unknown category would select no case and read as no overlap
+            family, _, label = spec.partition("=")
+            if family == "category" and label not in CATEGORIES:
+                raise InputError("--slice", spec, f"unknown category {label!r} (known: {', '.join(CATEGORIES)})")
         known = [m for m in metrics if m in GATE_METRICS]
         report = run_gate(
             baseline, candidate, metrics=metrics, slices=["overall", *(slice_ or [])],

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from emobench.cli_support import one_line_errors
+from emobench.cli_support import one_line_errors, progress_bar
 
 app = typer.Typer(help="Import another benchmark's recorded runs as an emobench run directory.", no_args_is_help=True)
 
@@ -26,6 +26,7 @@ def empa(
         from emobench.importers.empa import import_empa
         from emobench.runner import ROOT
 
-        section = import_empa(results_dir, out, root=ROOT, commit=commit)
+        with progress_bar() as tick:
+            section = import_empa(results_dir, out, root=ROOT, commit=commit, tick=tick)
         quirks = ", ".join(f"{k} {v}" for k, v in section["quirks"].items())
         Console(stderr=True).print(f"imported {section['episodes']} EMPA episode(s) into {out}: {quirks}", markup=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -144,9 +145,11 @@ def git_commit(folder: Path) -> str | None:
 
 
 def import_empa(
-    results: Path, out_dir: Path, *, root: Path, commit: str | None = None, repository: str = EMPA_REPOSITORY
+    results: Path, out_dir: Path, *, root: Path, commit: str | None = None, repository: str = EMPA_REPOSITORY,
+    tick: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Write the run directory and return its report's `external` section."""
+    """Write the run directory and return its report's `external` section; tick, when given,
+    hears of each results file read and each episode scored."""
     from emobench.config import validate_config
 
     out = RunDir(out_dir)
@@ -154,14 +157,17 @@ def import_empa(
         raise InputError(out.manifest, "", "already exists; import into a new run directory")
     empa_cases: list[EmpaCase] = []
     metadata: dict[str, dict[str, str]] = {}
-    for folder in result_folders(results):
-        rows = read_metadata(folder)
-        for path in sorted(folder.glob("script_*_result.json")):
-            case = read_case(path, folder.name)
-            if case.script_id not in rows:
-                raise InputError(folder / "descriptive_statistics.csv", "Case_ID", f"no row for {case.script_id}")
-            empa_cases.append(case)
-            metadata.setdefault(case.script_id, rows[case.script_id])
+    folders = result_folders(results)
+    files = [(folder, path) for folder in folders for path in sorted(folder.glob("script_*_result.json"))]
+    rows_of = {folder: read_metadata(folder) for folder in folders}
+    for read, (folder, path) in enumerate(files, start=1):
+        case = read_case(path, folder.name)
+        if case.script_id not in rows_of[folder]:
+            raise InputError(folder / "descriptive_statistics.csv", "Case_ID", f"no row for {case.script_id}")
+        empa_cases.append(case)
+        metadata.setdefault(case.script_id, rows_of[folder][case.script_id])
+        if tick is not None:
+            tick("reading", read, len(files))
     cards: dict[str, Case] = {}
     for empa in empa_cases:
         card = cards.setdefault(empa.script_id, build_case(empa, metadata[empa.script_id]))
@@ -208,7 +214,7 @@ def import_empa(
             "external": external,
         },
     )
-    finalize_run(out, registry_for(out.path, root))
+    finalize_run(out, registry_for(out.path, root), tick=tick)
     section = {**external, "episodes": len(episodes), "quirks": {k: int(v) for k, v in sorted(quirks.items())}}
     out.write_json(out.report, {**out.read_report(), "external": section})
     return section

@@ -34,14 +34,15 @@ async def rate_split(binding: str, cases: Sequence[Case], seed: int) -> tuple[li
     from emobench.config import RoleConfig
     from emobench.endpoints.embedded import cache_root
     from emobench.endpoints.pool import EndpointPool
+    from emobench.episode.roles import role_caller
+    from emobench.library_paths import library_root
     from emobench.prompts import load_template
-    from emobench.runner import ROOT, _caller
 
-    template = load_template(ROOT / "judges" / "iedr.j2")
+    template = load_template(library_root() / "judges" / "iedr.j2")
     async with AsyncExitStack() as stack:
         pool = EndpointPool(stack, cache_root() / "logs")
         client, info = await pool.resolve(RoleConfig(binding=binding, sampling=CALIBRATE_SAMPLING))
-        judge = _caller("judge", client, info)
+        judge = role_caller("judge", client, info)
         results = await asyncio.gather(
             *(rate_case(judge, template, case, seed, CALIBRATE_RETRIES) for case in cases), return_exceptions=True
         )
@@ -126,12 +127,12 @@ def calibrate(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from emobench.cli_support import one_line_errors
     from emobench.endpoints.binding import parse_binding
+    from emobench.library_paths import library_root
     from emobench.registry import load_registry
-    from emobench.runner import ROOT
 
     def go() -> None:
         parse_binding(judge, source="--judge")
-        registry = load_registry(ROOT)
+        registry = load_registry(library_root())
         cases = registry.cases(split)[:limit] if limit else registry.cases(split)
         ratings, info, template = asyncio.run(rate_split(judge, cases, seed))
         compared = [compare(case, levels) if levels else None for case, (levels, _) in zip(cases, ratings, strict=True)]

@@ -8,15 +8,12 @@ recorded as invalid. It is never scored as 0, and mean_scores leaves it out.
 from __future__ import annotations
 
 import asyncio
-import statistics
 from typing import Any
 
 from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
 from emobench.prompts import PromptTemplate
-from emobench.records import DimScore, Episode, HolisticVerdict, ModelCall
+from emobench.records import HOLISTIC_DIMENSIONS, DimScore, Episode, HolisticVerdict, ModelCall
 from emobench.registry import Case
-
-HOLISTIC_DIMENSIONS = ("empathy", "humanlikeness", "persona_adaptation", "coherence")
 
 # Evidence and reason come before the score so the judge commits to a number after quoting; the
 # score is an enum, which every structured-output backend supports.
@@ -102,8 +99,3 @@ async def judge_holistic(
     results = await asyncio.gather(*(_one_judge(j, messages, template, seed, retries) for j in judges))
     return [verdict for verdict, _ in results], [call for _, calls in results for call in calls]
 
-
-def mean_scores(verdicts: list[HolisticVerdict]) -> dict[str, float | None]:
-    """Mean score per dimension over the valid judges; None when no judge was valid."""
-    valid = [v.scores for v in verdicts if v.valid and v.scores]
-    return {dim: statistics.fmean(s[dim].score for s in valid) if valid else None for dim in HOLISTIC_DIMENSIONS}

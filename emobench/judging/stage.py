@@ -8,7 +8,7 @@ there is skipped, so a crash or Ctrl-C loses nothing finished and a rerun picks 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,8 +97,10 @@ async def judge_episodes(
     concurrency: int,
     *,
     replay: bool = False,
+    tick: Callable[[str, int, int], None] | None = None,
 ) -> int:
-    """Judge every episode not yet in out/judgements.jsonl; returns how many were judged now."""
+    """Judge every episode not yet in out/judgements.jsonl; returns how many were judged now.
+    tick, when given, hears of each episode judged."""
     done = {j.key for j in read_records(out.judgements, EpisodeJudgement)}
     todo = [e for e in episodes if e.key not in done]
     gate = asyncio.Semaphore(concurrency)
@@ -109,8 +111,10 @@ async def judge_episodes(
 
     tasks = [asyncio.create_task(one(e)) for e in todo]
     try:
-        for next_done in asyncio.as_completed(tasks):
+        for judged, next_done in enumerate(asyncio.as_completed(tasks), start=1):
             append_line(out.judgements, (await next_done).model_dump_json().encode())
+            if tick is not None:
+                tick("judging", judged, len(todo))
     finally:
         for task in tasks:
             task.cancel()

@@ -74,3 +74,26 @@ def page_environment(package: str = "emobench.publish") -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+
+
+# A longer subject label folds onto more lines in a terminal table rather than push out a key column.
+SUBJECT_MIN = 20
+
+
+def columns_to_drop(widths: dict[str, int], drop_order: tuple[str, ...], width: int) -> list[str]:
+    """The columns a terminal table of ``width`` leaves out, least important first (the order of
+    ``drop_order``, which holds no key column), until the others fit."""
+    total = sum(widths.values())
+    dropped = []
+    for name in drop_order:
+        if total <= width:
+            break
+        if name in widths:
+            total -= widths[name]
+            dropped.append(name)
+    return dropped
+
+
+def not_shown(headers: list[str], width: int) -> str:
+    """The one line a terminal table prints under itself when it left columns out."""
+    return f"not shown at {width} columns: {', '.join(headers)} (COLUMNS=200 shows them)"

@@ -10,11 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from emobench.records import Episode, EpisodeJudgement
+from emobench.records import HOLISTIC_DIMENSIONS, Episode, EpisodeJudgement
 from emobench.scoring.mdep import AXES
 from emobench.scoring.reliability import krippendorff_alpha, position_flip_rate, spearman
-
-HOLISTIC_DIMENSIONS = ("empathy", "humanlikeness", "persona_adaptation", "coherence")
 
 
 def _alpha(matrix: np.ndarray) -> float | None:

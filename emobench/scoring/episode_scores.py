@@ -8,9 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from emobench.judging.holistic import HOLISTIC_DIMENSIONS, mean_scores
 from emobench.profiles import DEFAULT_PROFILE, load_profile
-from emobench.records import Episode, EpisodeJudgement
+from emobench.records import HOLISTIC_DIMENSIONS, Episode, EpisodeJudgement, mean_scores
 from emobench.registry import Case
 from emobench.scoring.epmq import epmq
 from emobench.scoring.probe import probe_scores

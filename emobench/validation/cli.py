@@ -20,7 +20,7 @@ import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
-from emobench.cli_support import one_line_errors
+from emobench.cli_support import Tick, one_line_errors, progress_bar
 from emobench.errors import InputError
 from emobench.records import Episode, EpisodeJudgement
 from emobench.registry import Registry
@@ -52,7 +52,7 @@ class HumanConversation(BaseModel):
 
 def read_human(path: Path, registry: Registry) -> list[HumanConversation]:
     """Parse and check a --human JSONL file; the first problem is one InputError naming the line."""
-    from emobench.judging.holistic import HOLISTIC_DIMENSIONS
+    from emobench.records import HOLISTIC_DIMENSIONS
 
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -92,8 +92,9 @@ async def panel_scores(
     from emobench.config import validate_config
     from emobench.endpoints.pool import EndpointPool
     from emobench.episode.roles import derive_seed
-    from emobench.judging.holistic import _one_judge, mean_scores
+    from emobench.judging.holistic import _one_judge
     from emobench.prompts import load_template
+    from emobench.records import mean_scores
     from emobench.runner import _caller
 
     config = validate_config(run.read_manifest()["config"], run.manifest, root)
@@ -136,6 +137,10 @@ def _episodes(rd: RunDir) -> list[Episode]:
 def _scores(rd: RunDir) -> pd.DataFrame:
     import pandas as pd
 
+    if not rd.path.is_dir():
+        raise InputError(rd.path, "", "no such folder: give a run directory (runs/<id>)")
+    if not rd.manifest.exists():
+        raise InputError(rd.path, "", "not a run directory (no manifest.json)")
     if not rd.scores.exists():
         raise InputError(rd.scores, "", "file not found: score the run first (emobench run / merge / judge)")
     frame = pd.read_parquet(rd.scores, columns=["run_id", "subject", "case_id", "seed", "epmq", "success"])
@@ -143,21 +148,30 @@ def _scores(rd: RunDir) -> pd.DataFrame:
 
 
 def build_report(
-    run_dirs: list[Path], human: Path | None, *, root: Path, cache: Any, n_boot: int, seed: int
+    run_dirs: list[Path], human: Path | None, *, root: Path, cache: Any, n_boot: int, seed: int, tick: Tick | None = None
 ) -> dict[str, Any]:
+    """The report; tick, when given, hears of each run read and then of the checks."""
     import pandas as pd
 
     from emobench.registry import load_registry
     from emobench.scoring.validity import human_agreement, run_validity
 
     runs = [RunDir(p) for p in run_dirs]
-    scores = pd.concat([_scores(rd) for rd in runs], ignore_index=True)
+    steps = len(runs) + 1 + (human is not None)
+    scores = pd.concat([_scores(rd) for rd in runs], ignore_index=True)  # a missing score stops before any work
     roles: dict[str, list[Any]] = {"subjects": []}
-    for rd in runs:
+    episodes = []
+    for done, rd in enumerate(runs):
+        if tick is not None:
+            tick("reading runs", done, steps)
         roles["subjects"] += rd.read_manifest().get("roles", {}).get("subjects", [])
-    episodes = [e for rd in runs for e in _episodes(rd)]
+        episodes += _episodes(rd)
+    if tick is not None:
+        tick("checks", len(runs), steps)
     report: dict[str, Any] = {"runs": [str(p) for p in run_dirs]}
     report |= run_validity(scores, episodes, roles, n_boot=n_boot, seed=seed)
+    if tick is not None:
+        tick("judge-human" if human is not None else "done", len(runs) + 1, steps)
     if human is not None:
         registry = load_registry(root)
         conversations = read_human(human, registry)
@@ -165,6 +179,8 @@ def build_report(
         ratings = {c.id: c.ratings for c in conversations}
         report["human"] = {"file": str(human), "n_conversations": len(conversations), "panel_of": str(runs[0].path),
                            "dimensions": human_agreement(panel, ratings)}
+        if tick is not None:
+            tick("done", steps, steps)
     return report
 
 
@@ -226,7 +242,8 @@ def validate(
             raise InputError("validate", "RUN_DIRS", "give scored run directories, --fidelity, --judge-check, or several")
         if human is not None and not runs:
             raise InputError("--human", "", "needs a run directory: the run's panel rates the file")
-        report = build_report(runs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed) if runs else {}
+        with progress_bar() as tick:
+            report = build_report(runs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed, tick=tick) if runs else {}
         home = runs[0] if runs else fidelity[0] if fidelity else Path(".")
         target = out or home / "validity.json"
         if fidelity is not None:

@@ -21,7 +21,7 @@ from emobench.endpoints.pool import EndpointPool
 from emobench.episode.roles import RoleCaller, derive_seed
 from emobench.judging import holistic, mdep
 from emobench.prompts import PromptTemplate, load_template
-from emobench.records import ModelCall
+from emobench.records import ModelCall, mean_scores
 from emobench.registry import Case
 from emobench.registry.models import AXES
 from emobench.runner import _caller
@@ -61,7 +61,7 @@ async def _rate_pair(
     ]
     results = await asyncio.gather(*(holistic._one_judge(j, messages, template, pair_seed, retries) for j in judges))
     calls += [c for _, judge_calls in results for c in judge_calls]
-    empathy = holistic.mean_scores([verdict for verdict, _ in results])["empathy"]
+    empathy = mean_scores([verdict for verdict, _ in results])["empathy"]
     axes = {axis: (turn.progress[axis] if turn.valid else None) for axis in AXES}
     return {"axes": axes, "empathy": empathy}, calls
 

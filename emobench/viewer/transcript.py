@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from emobench.publish.columns import SUBJECT_MIN, columns_to_drop, not_shown
 from emobench.viewer.episodes import AXES, EpisodeRow, EpisodeView, JudgeLevels, RunView, TurnView, flag_summary
 
 
@@ -28,20 +29,33 @@ def episode_table(run: RunView, rows: Sequence[EpisodeRow], width: int = 200) ->
     if run.panel:
         title += f" (panel {run.panel})"
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left")
-    # The identifying columns keep their full width; a narrow terminal gets the flags' count.
-    widest = {"Case": max((len(r.case_id) for r in rows), default=4),
-              "Subject": max((len(r.subject) for r in rows), default=7),
-              "Stop": max((len(r.stop_reason) for r in rows), default=4), "Audit": 5}
-    for header, justify in (("#", "right"), ("Case", "left"), ("Subject", "left"), ("Seed", "right"),
-                            ("Stop", "left"), ("Turns", "right"), ("EPM-Q", "right"), ("Success", "left"),
-                            ("Meter", "right"), ("Audit", "left")):
-        table.add_column(header, justify=justify, min_width=widest.get(header))  # type: ignore[arg-type]
-    for i, r in enumerate(rows, start=1):
-        flags = (flag_summary(r.audit) if width >= 120 else str(len(r.audit))) if r.audit else "–"
-        table.add_row(str(i), Text(r.case_id), Text(r.subject), str(r.seed), Text(r.stop_reason), str(r.n_turns),
-                      num(r.epmq), _yes_no(r.success), num(r.final_meter, 0),
-                      Text(flags, style="yellow" if r.audit else "dim"))
+    cells = {
+        "#": [str(i) for i in range(1, len(rows) + 1)], "Case": [r.case_id for r in rows],
+        "Subject": [r.subject for r in rows], "Seed": [str(r.seed) for r in rows], "Stop": [r.stop_reason for r in rows],
+        "Turns": [str(r.n_turns) for r in rows], "EPM-Q": [num(r.epmq) for r in rows],
+        "Success": ["–" if r.success is None else "yes" if r.success else "no" for r in rows],
+        "Meter": [num(r.final_meter, 0) for r in rows],
+        # A narrow terminal gets the flags' count.
+        "Audit": [(flag_summary(r.audit) if width >= 120 else str(len(r.audit))) if r.audit else "–" for r in rows],
+    }
+    # Case and Subject fold onto more lines rather than push out a column; the least useful
+    # columns go first on a narrow terminal, never the key ones (case, subject, EPM-Q, success).
+    widths = {h: max(len(h), *(len(c) for c in col)) + 2 for h, col in cells.items()}  # with the padding
+    widths["Subject"] = min(widths["Subject"], SUBJECT_MIN)
+    dropped = columns_to_drop(widths, ("Audit", "Meter", "Seed", "Turns", "#", "Stop"), width)
+    for header in cells:
+        if header not in dropped:
+            folds = header in ("Case", "Subject", "Stop")
+            table.add_column(header, justify="left" if folds or header in ("Success", "Audit") else "right",
+                             overflow="fold", no_wrap=not folds, min_width=SUBJECT_MIN - 2 if header == "Subject" else None)
+    for i, r in enumerate(rows):
+        row = {h: Text(col[i]) for h, col in cells.items()}
+        row["Success"] = _yes_no(r.success)
+        row["Audit"].stylize("yellow" if r.audit else "dim")
+        table.add_row(*(row[h] for h in cells if h not in dropped))
     table.caption = "key: subject|case|seed · show one: --episode KEY or --case C --seed S --subject M"
+    if dropped:
+        table.caption += f"\n{not_shown(dropped, width)}"
     table.caption_justify = "left"
     return table
 
