@@ -6,12 +6,13 @@ runs (PROGRAMS). A block that cannot run here carries, on the line right before 
 ``<!-- docs-test: skip: REASON -->``; every other block runs, each command checked in turn,
 in a fresh non-editable install: the wheel built from a git clone of this checkout (a copy
 outside it), installed into the clone's ``.venv`` (where the demo's setup puts it), with that
-venv first on PATH and the clone as the current folder.
+venv first on PATH and the clone as the current folder. The blocks of one page share its
+exported variables, as in one terminal.
 
 Model roles reach the stdlib fake OpenAI server (tests/fake_openai.py) without a changed command
 line: it listens on 127.0.0.1:8000, where the docs' placeholder endpoints point, and
 OPENAI_BASE_URL and OPENAI_API_BASE, which litellm reads for ``litellm:openai/...`` roles, point
-at it too. docs/reference.md ("How the docs are tested") says so for contributors. The pipelines
+at it too. docs/testing.md says so for contributors. The pipelines
 in docs/ci/*.yml are run by tests/test_ci_examples.py.
 """
 
@@ -203,6 +204,7 @@ def test_blocks_come_back_as_written(specs: list[tuple[str, list[str], str | Non
 class Workspace:
     clone: Path
     env: dict[str, str]
+    exports: Path  # a folder for each page's exported variables
 
 
 @pytest.fixture(scope="module")
@@ -222,16 +224,19 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     env.pop("OPENAI_API_KEY", None)  # the docs export their own
     env.update(PATH=f"{venv / 'bin'}:{env['PATH']}", VIRTUAL_ENV=str(venv), OPENAI_BASE_URL=ENDPOINT,
                OPENAI_API_BASE=ENDPOINT)
-    yield Workspace(clone, env)
+    (work / "exports").mkdir()
+    yield Workspace(clone, env, work / "exports")
 
 
-def _script(commands: list[str]) -> str:
+def _script(commands: list[str], exports: Path) -> str:
     """The commands as written, in one shell, each echoed and stopped on its own exit status
-    (``set -e`` would let the first command of an ``a && b`` fail unseen)."""
-    parts = []
+    (``set -e`` would let the first command of an ``a && b`` fail unseen). The variables the
+    page's earlier blocks exported are read from, and this block's written to, ``exports``."""
+    parts = [f"if [ -f {shlex.quote(str(exports))} ]; then . {shlex.quote(str(exports))}; fi"]
     for command in commands:
         parts += [f"printf '%s\\n' {shlex.quote('$ ' + command)} >&2", command,
                   'rc=$?; if [ "$rc" -ne 0 ]; then echo "docs-test: exit $rc" >&2; exit "$rc"; fi']
+    parts.append(f"export -p > {shlex.quote(str(exports))}")
     return "\n".join(parts) + "\n"
 
 
@@ -251,7 +256,8 @@ def test_every_doc_command_runs_as_written(workspace: Workspace, capsys: pytest.
                 continue
             start = time.monotonic()
             try:
-                done = subprocess.run(["bash", "-c", _script(block.commands())], cwd=workspace.clone, env=workspace.env,
+                script = _script(block.commands(), workspace.exports / block.doc.replace("/", "_"))
+                done = subprocess.run(["bash", "-c", script], cwd=workspace.clone, env=workspace.env,
                                       capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 failed.append(f"{block.where}: over {COMMAND_TIMEOUT_S} s")
