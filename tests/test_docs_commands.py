@@ -240,6 +240,19 @@ def _script(commands: list[str], exports: Path) -> str:
     return "\n".join(parts) + "\n"
 
 
+def test_each_command_is_checked_and_exports_carry_to_the_next_block(tmp_path: Path) -> None:
+    exports = tmp_path / "exports"
+
+    def run(*commands: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", _script(list(commands), exports)], capture_output=True, text=True)
+
+    first = run("export OPENAI_API_KEY=sk-...", "echo one")
+    assert first.returncode == 0 and first.stdout == "one\n"
+    second = run('echo "key=$OPENAI_API_KEY"', "false && echo never", "echo after")
+    assert second.stdout == "key=sk-...\n" and second.returncode == 1  # `set -e` would have gone on to "after"
+    assert second.stderr.splitlines()[-2:] == ["$ false && echo never", "docs-test: exit 1"]
+
+
 @pytest.mark.install
 @pytest.mark.timeout(3600)
 def test_every_doc_command_runs_as_written(workspace: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
