@@ -14,6 +14,8 @@ line: it listens on 127.0.0.1:8000, where the docs' placeholder endpoints point,
 OPENAI_BASE_URL and OPENAI_API_BASE, which litellm reads for ``litellm:openai/...`` roles, point
 at it too. docs/testing.md says so for contributors. The pipelines
 in docs/ci/*.yml are run by tests/test_ci_examples.py.
+
+Slow by design (13.5 min in one run on a 2-core AMD EPYC shared with other work; docs/testing.md).
 """
 
 from __future__ import annotations
