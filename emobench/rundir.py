@@ -21,6 +21,7 @@ from emobench.errors import InputError
 from emobench.records import Episode
 
 R = TypeVar("R", bound=BaseModel)
+LATEST = "latest"  # the link to the newest run started in a folder of runs
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -50,6 +51,21 @@ class RunDir:
     def create(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
+
+    def mark_latest(self) -> None:
+        """Point the link ``latest`` beside this run at it (``runs/latest``), so that the next
+        command can name the run without its timestamp. A file or folder the user called
+        ``latest`` is left alone; so is a filesystem without symbolic links."""
+        link = self.path.parent / LATEST
+        if self.path.name == LATEST or (link.exists() and not link.is_symlink()):
+            return
+        tmp = link.with_name(f".{LATEST}.tmp-{os.getpid()}")
+        try:
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(self.path.name, target_is_directory=True)
+            os.replace(tmp, link)  # atomic: a reader sees the old run or the new one
+        except OSError:
+            tmp.unlink(missing_ok=True)
 
     def write_json(self, path: Path, data: dict[str, Any]) -> None:
         atomic_write_bytes(path, json.dumps(data, indent=2, sort_keys=True, default=str).encode() + b"\n")

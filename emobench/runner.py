@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
-import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from emobench.episode.roles import role_caller as _caller  # the name the comman
 from emobench.errors import EndpointError, InputError
 from emobench.judging.mdep import judge_turn
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
-from emobench.library_paths import library_root
+from emobench.library_paths import git_sha, library_root
 from emobench.preflight import preflight
 from emobench.prompts import load_template
 from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict
@@ -44,18 +43,6 @@ class RunResult:
     run_dir: Path
     new_episodes: int
     total_episodes: int
-
-
-def git_sha(root: Path) -> str | None:
-    """The checkout's commit; None for an installed package (its library may lie inside some
-    other repository, e.g. a project's .venv, whose commit says nothing about emobench)."""
-    if not (root / ".git").exists():
-        return None
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
 
 
 def select_cases(registry: Registry, config: RunConfig) -> list[Case]:
@@ -240,6 +227,7 @@ async def run_benchmark(
     for note in notes:
         console.print(note, soft_wrap=True, markup=False, highlight=False)
     rd.create()
+    rd.mark_latest()
     rd.repair()
     provenance = Provenance(config.split, registry_version, config.config_hash(), emobench.__version__)
     limits = config.limits()

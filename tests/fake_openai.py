@@ -204,10 +204,11 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeOpenAIServer:
-    def __init__(self, state: FakeState | None = None) -> None:
+    def __init__(self, state: FakeState | None = None, port: int = 0) -> None:
+        """port 0: any free port; a fixed one (the docs' placeholder endpoints) raises OSError when taken."""
         self.state = state or FakeState()
         self.state.rng.seed(self.state.fault_seed)
-        self._server = _Server(("127.0.0.1", 0), _handler(self.state))
+        self._server = _Server(("127.0.0.1", port), _handler(self.state))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 from emobench.cli import app
 from emobench.config import load_config_data, validate_config
 from emobench.errors import EndpointError
-from emobench.rundir import RunDir
-from emobench.runner import run_benchmark
+from emobench.library_paths import checkout_sha
+from emobench.rundir import LATEST, RunDir
+from emobench.runner import ROOT, run_benchmark
 from emobench.scoring.schema import SCORES_SCHEMA
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
@@ -50,6 +51,8 @@ def test_cli_run_writes_the_run_directory(fake: FakeOpenAIServer, tmp_path: Path
     lb = pd.read_parquet(rd.leaderboard)
     assert "subject-a" in set(lb["subject"])
     assert "subject-a" in result.output  # the rich table is printed
+    assert (tmp_path / "runs" / LATEST).readlink() == Path("r1")  # the docs' `runs/latest`
+    assert manifest["git_sha"] == checkout_sha(ROOT)
 
 
 def test_resume_skips_finished_keys_and_refuses_a_different_config(fake: FakeOpenAIServer, tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ def test_the_light_install_scores_a_run_from_outside_the_checkout(light_venv: Pa
 
     run = user / "runs" / "r"
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["split"] == "dev" and manifest["git_sha"] is None  # not run from a checkout
+    assert manifest["split"] == "dev" and manifest["git_sha"] is None  # built from a copy, not a git checkout
     # The wheel's library is the checkout's: the same cards and templates, hence the same versions.
     assert manifest["registry_version"] == load_registry(ROOT).version("dev")
     assert manifest["prompt_versions"]["simulator"] == load_template(ROOT / "prompts" / "simulator.j2").version
