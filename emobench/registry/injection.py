@@ -42,8 +42,9 @@ def check_injection(reg: Registry) -> Iterator[InputError]:
                 yield _problem(display_path(path), field, words)
     for case in reg.edition_cases():
         source = reg.current.sources[case.id]
-        texts = [("opening", case.opening_override), ("hidden_need.text",
-                                                      case.case_need.text if case.case_need else None)]
+        texts: list[tuple[str, str | None]] = [
+            ("opening", case.opening_override),
+            ("hidden_need.text", case.case_need.text if case.case_need else None)]
         for field, text in texts:
             if text and (words := addressed_to_models(text)):
                 yield _problem(source.file, source.field(field), words)

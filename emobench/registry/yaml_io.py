@@ -135,7 +135,7 @@ def refuse_anchors(text: str, shown: str) -> None:
     left to the loader, which reports it with its line."""
     try:
         for event in yaml.parse(text, Loader=_SafeLoader):
-            line = f"line {event.start_mark.line + 1}"
+            line = f"line {event.start_mark.line + 1}" if event.start_mark else ""
             if isinstance(event, yaml.AliasEvent):
                 raise InputError(shown, line, f"YAML alias *{event.anchor} is not allowed in a library "
                                  "file: write the value out (aliases can expand a small file without bound)")
