@@ -45,6 +45,6 @@ def check_injection(reg: Registry) -> Iterator[InputError]:
         texts: list[tuple[str, str | None]] = [
             ("opening", case.opening_override),
             ("hidden_need.text", case.case_need.text if case.case_need else None)]
-        for field, text in texts:
-            if text and (words := addressed_to_models(text)):
+        for field, value in texts:
+            if value and (words := addressed_to_models(value)):
                 yield _problem(source.file, source.field(field), words)
