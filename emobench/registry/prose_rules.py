@@ -26,6 +26,7 @@ from emobench.registry.prose import (
 )
 from emobench.registry.words import name_words
 
+
 @lru_cache(maxsize=8192)
 def _compiled(pattern: str) -> re.Pattern[str]:
     # one pattern per person and template: more than the re module's own cache keeps
