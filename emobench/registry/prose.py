@@ -38,11 +38,15 @@ class ProseWords:
     generic_before: frozenset[str]
     parent_names: dict[str, str]
     death: tuple[str, ...]
+    widowed: tuple[str, ...]
     living: tuple[str, ...]
     units: tuple[str, ...]
     tens: tuple[str, ...]
     ages: tuple[str, ...]
+    identity_ages: tuple[str, ...]
+    decades: tuple[str, ...]
     durations: tuple[str, ...]
+    recent: tuple[str, ...]
     jobs: frozenset[str]
     job_synonyms: dict[str, str]
     job_conflicts: dict[str, tuple[str, ...]]
@@ -78,11 +82,15 @@ def prose_words() -> ProseWords:
         generic_before=frozenset(_strings(data, "generic_before")),
         parent_names={str(k): str(v) for k, v in _mapping(data, "parent_names").items()},
         death=_strings(data, "death_templates"),
+        widowed=_strings(data, "widowed_templates"),
         living=_strings(data, "living_templates"),
         units=_strings(numbers, "units"),
         tens=_strings(numbers, "tens"),
         ages=_strings(data, "age_templates"),
+        identity_ages=_strings(data, "identity_age_templates"),
+        decades=_strings(data, "decade_templates"),
         durations=_strings(data, "duration_templates"),
+        recent=_strings(data, "recent_templates"),
         jobs=frozenset(_strings(data, "jobs")),
         job_synonyms={str(k): str(v) for k, v in _mapping(data, "job_synonyms").items()},
         job_conflicts={str(k): _strings(_mapping(data, "job_conflicts"), k)
@@ -108,6 +116,29 @@ def number_pattern() -> str:
     tens = "|".join(words.tens)
     small = "|".join(sorted(words.units, key=len, reverse=True))
     return rf"(\d{{1,3}}|(?:{tens})(?:[- ](?:{units}))?|{small})"
+
+
+def decade_pattern() -> str:
+    """ "twenties" ... "nineties", as one group."""
+    return "(" + "|".join(t[:-1] + "ies" for t in prose_words().tens) + ")"
+
+
+def parse_decade(text: str) -> int | None:
+    """20 for "twenties", ..., 90 for "nineties"."""
+    tens = [t[:-1] + "ies" for t in prose_words().tens]
+    text = text.lower()
+    return 20 + 10 * tens.index(text) if text in tens else None
+
+
+WHEN = r"((?:this|last)\s+(?:year|spring|summer|autumn|fall|winter|month|week))"
+
+
+def years_ago(when: str) -> set[int]:
+    """How many years before the present "this spring" or "last year" may be."""
+    this, what = when.lower().split()
+    if what == "year":
+        return {0} if this == "this" else {1}
+    return {0, 1}
 
 
 def parse_number(text: str) -> int | None:
