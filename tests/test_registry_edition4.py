@@ -24,7 +24,7 @@ runner = CliRunner()
 ED4 = Path(__file__).parent / "data" / "registry" / "ed4"
 IRIS, SEFA = "personas/iris.yaml", "personas/sefa.yaml"
 LOCKED, WORKSHOP, HARVEST = "scenarios/locked-out.yaml", "scenarios/the-workshop-key.yaml", "scenarios/first-harvest.yaml"
-TEST, DEV = "scenarios/splits/test.yaml", "scenarios/splits/dev.yaml"
+TEST, DEV, DEMO = "scenarios/splits/test.yaml", "scenarios/splits/dev.yaml", "scenarios/splits/demo.yaml"
 
 
 @pytest.fixture
@@ -58,6 +58,11 @@ def story_retold(root: Path) -> None:
                    "He goes quiet, then says everything lately keeps slipping."]}))
 
 
+def train_config(root: Path) -> None:
+    (root / "configs").mkdir()
+    write(root / "configs/train.yaml", "# a training config\nsplit: test  # held out!\nmax_turns: 2\n")
+
+
 def train_doc(root: Path) -> None:
     (root / "docs").mkdir()
     write(root / "docs/train.md", 'Train on a case:\n\n    env.reset(host.case("test4-01"))\n')
@@ -73,10 +78,11 @@ FAULTS: list[tuple[str, Callable[[Path], None], str, str, str]] = [
      replace(HARVEST, "He goes quiet about the empty shed", "He says he will go and clear the empty shed"),
      HARVEST, "stages[2]", "scripts the outcome ('says he will go')"),
     ("a test persona played in dev", iris_in_dev, IRIS, "id", "test persona 'iris' is also played in dev"),
-    ("a test scenario replayed by the demo",
-     replace("scenarios/splits/demo.yaml", "scenario: first-harvest\n  persona: sefa",
-             "scenario: locked-out\n  persona: sefa"),
-     LOCKED, "id", "test scenario 'locked-out' is also played in demo"),
+    ("a demo case with other levels than its dev case",
+     replace(DEMO, "P1: 2, P2: 2, P3: 2", "P1: 2, P2: 1, P3: 2"),
+     DEMO, "cases[0].iedr", "differs from dev4-01's levels: the demo replays a dev case as it is"),
+    ("the training config on the test split", train_config, "configs/train.yaml", "line 2",
+     "trains on the held-out test split"),
     ("a test relative's name in a dev persona",
      replace(SEFA, "    - {name: Abel,", "    - {name: Tobin, relation: son, status: alive}\n    - {name: Abel,"),
      IRIS, "facts.relatives[1].name", "the name 'Tobin' also appears outside test, in"),
@@ -121,6 +127,21 @@ def test_each_planted_fault_is_one_line_naming_file_and_field(
     assert lines[0].startswith(f"error: {display_path(lib / file)}: {field}: "), lines[0]
     assert problem in lines[0], lines[0]
     assert "Traceback" not in result.output
+
+
+def test_a_demo_replaying_a_test_case_is_refused_three_ways(lib: Path) -> None:
+    replace(DEMO, "scenario: first-harvest\n  persona: sefa", "scenario: locked-out\n  persona: iris")(lib)
+    result = runner.invoke(app, ["validate", str(lib)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()  # and the copied dev case's levels and need misfit Iris
+    assert set(lines) >= {
+        f"error: {display_path(lib / DEMO)}: cases[0]: demo4-01 plays scenario 'locked-out' with persona "
+        "'iris', which no dev case does: the demo replays dev",
+        f"error: {display_path(lib / IRIS)}: id: test persona 'iris' is also played in demo: the test "
+        "split's people appear nowhere else",
+        f"error: {display_path(lib / LOCKED)}: id: test scenario 'locked-out' is also played in demo: the "
+        "test split's stories appear nowhere else",
+    }
 
 
 def test_stats_reports_asking_shares_and_the_overlap(lib: Path) -> None:

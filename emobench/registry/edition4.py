@@ -20,6 +20,7 @@ from emobench.registry.story_shape import scripted_outcome
 from emobench.registry.words import concept_words, content_words, name_words, word_runs
 
 TEST = "test"
+DEMO, DEV = "demo", "dev"
 SHARED_RUN = 8  # words in a row a test text may share with another split's text
 MAX_STORY_JACCARD = 0.2  # content words shared by a test story and another split's story
 MAX_SIBLING_JACCARD = 0.3  # concepts shared by two hidden needs of one counterfactual set
@@ -225,6 +226,7 @@ def _held_out(reg: Registry) -> Iterator[InputError]:
                                  f"content words with {b!r} ({rest.scenarios[b]}), limit "
                                  f"{MAX_STORY_JACCARD:.0%}: a test story is told nowhere else")
     yield from _training_docs(reg)
+    yield from _demo_from_dev(reg)
 
 
 def _splits_of(reg: Registry, card_id: str) -> str:
@@ -234,16 +236,39 @@ def _splits_of(reg: Registry, card_id: str) -> str:
 
 
 def _training_docs(reg: Registry) -> Iterator[InputError]:
-    """docs/train.md, where the library ships with it, trains on no test case."""
+    """docs/train.md and configs/train.yaml, where the library ships with them, train on no
+    test case and not on the test split."""
+    test_ids = {case.id for case in reg.cases(TEST)}
+    config = reg.root / "configs" / "train.yaml"
+    if config.is_file():
+        for number, line in enumerate(config.read_text(encoding="utf-8").splitlines(), 1):
+            if re.match(rf"^split:\s*['\"]?{TEST}['\"]?\s*(?:#.*)?$", line):
+                yield InputError(display_path(config), f"line {number}", "trains on the held-out test "
+                                 "split: train on dev or demo")
     doc = reg.root / "docs" / "train.md"
     if not doc.is_file():
         return
-    test_ids = {case.id for case in reg.cases(TEST)}
     for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
         for case_id in _CASE_ID.findall(line):
             if case_id in test_ids:
                 yield InputError(display_path(doc), f"line {number}", f"uses test case {case_id!r}: "
                                  "train on dev or demo, never on the held-out test split")
+
+
+def _demo_from_dev(reg: Registry) -> Iterator[InputError]:
+    """Each demo case replays a dev case: the same scenario, persona and IEDR levels."""
+    if DEMO not in reg.edition_splits:
+        return
+    dev = {(c.scenario.id, c.persona.id): c for c in reg.cases(DEV)} if DEV in reg.edition_splits else {}
+    for case in reg.cases(DEMO):
+        source = reg.current.sources[case.id]
+        twin = dev.get((case.scenario.id, case.persona.id))
+        if twin is None:
+            yield InputError(source.file, source.field(), f"{case.id} plays scenario {case.scenario.id!r} "
+                             f"with persona {case.persona.id!r}, which no dev case does: the demo replays dev")
+        elif twin.iedr != case.iedr:
+            yield InputError(source.file, source.field("iedr"), f"differs from {twin.id}'s levels: the demo "
+                             "replays a dev case as it is")
 
 
 def _needs(reg: Registry) -> Iterator[InputError]:

@@ -100,6 +100,7 @@ def relation_word(relation: str) -> str:
 
 # ---- numbers -----------------------------------------------------------------------------
 
+@cache
 def number_pattern() -> str:
     """Digits, or a number in words up to ninety-nine ("thirty-four", "sixty two")."""
     words = prose_words()
@@ -135,11 +136,16 @@ def _alternatives(words: list[str]) -> str:
 
 
 def relation_phrase(referring: list[str], determiners: tuple[str, ...] | None = None) -> str:
+    return _relation_phrase(tuple(referring), determiners)
+
+
+@cache
+def _relation_phrase(referring: tuple[str, ...], determiners: tuple[str, ...] | None) -> str:
     """ "my|her|... [adjective ...] <one of the referring words>", as a regex without groups."""
     words = prose_words()
     dets = _alternatives(list(determiners or words.determiners[:5]))
     adjectives = _alternatives(list(words.adjectives))
-    return rf"\b(?:{dets})\s+(?:(?:{adjectives})\s+)*(?:{_alternatives(referring)})\b(?!-)"
+    return rf"\b(?:{dets})\s+(?:(?:{adjectives})\s+)*(?:{_alternatives(list(referring))})\b(?!-)"
 
 
 def referring_words(person: Person, people: list[Person]) -> list[str]:
@@ -155,11 +161,16 @@ def referring_words(person: Person, people: list[Person]) -> list[str]:
 
 
 def reference(person: Person, people: list[Person]) -> str:
+    return _reference(person, tuple(people))
+
+
+@cache
+def _reference(person: Person, people: tuple[Person, ...]) -> str:
     """A regex for every way the prose may name this person: the name (case kept), a relation
     phrase, or Mum/Dad for a parent."""
     names = [person.name, *(w for w in person.name.split() if len(w) >= 3)]
     parts = [rf"(?-i:\b(?:{_alternatives(names)})\b)"]
-    referring = referring_words(person, people)
+    referring = referring_words(person, list(people))
     if referring:
         parts.append(relation_phrase(referring))
         parents = [name for name, rel in prose_words().parent_names.items() if rel in referring]

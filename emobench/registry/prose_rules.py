@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from emobench.errors import InputError
 from emobench.registry.loader import Registry, display_path
@@ -24,6 +25,13 @@ from emobench.registry.prose import (
     relation_word,
 )
 from emobench.registry.words import name_words
+
+
+@lru_cache(maxsize=8192)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    # one pattern per person and template: more than the re module's own cache keeps
+    return re.compile(pattern, re.IGNORECASE)
+
 
 MIN_PARENT_AGE = 12  # a parent is at least this many years older than their child
 AGE_SLACK = 1  # a stated age may be a year off the birth year (the birthday may be to come)
@@ -126,7 +134,7 @@ def _death_and_life(people: list[Person], field: Field) -> Iterator[InputError]:
     for person in people:
         ref = reference(person, people)
         if person.status == "alive":
-            late = re.search(rf"\b(?:my|her|his|their|our)\s+late\s+{ref}", text, re.IGNORECASE)
+            late = _compiled(rf"\b(?:my|her|his|their|our)\s+late\s+{ref}").search(text)
             found = late or _first(words.death, ref, text)
             if found:
                 yield InputError(field.file, field.field, f"{found.group(0)!r} speaks of {person.name}'s "
@@ -138,7 +146,7 @@ def _death_and_life(people: list[Person], field: Field) -> Iterator[InputError]:
 
 def _first(templates: tuple[str, ...], ref: str, text: str) -> re.Match[str] | None:
     for template in templates:
-        if found := re.search(template.replace("{ref}", ref), text, re.IGNORECASE):
+        if found := _compiled(template.replace("{ref}", ref)).search(text):
             return found
     return None
 
@@ -150,7 +158,7 @@ def _ages(reg: Registry, persona: Persona, field: Field) -> Iterator[InputError]
     age = reg.info.present_year - persona.facts.born
     for template in prose_words().ages:
         pattern = template.replace("{num}", number_pattern()).replace("{name}", first)
-        for found in re.finditer(pattern, field.text.replace("’", "'"), re.IGNORECASE):
+        for found in _compiled(pattern).finditer(field.text.replace("’", "'")):
             stated = parse_number(found.group(1))
             birthday = "birthday" in found.group(0).lower()
             allowed = range(age - AGE_SLACK, age + 1 + (1 if birthday else 0))
@@ -171,7 +179,7 @@ def _durations(reg: Registry, persona: Persona, people: list[Person], field: Fie
                       if "{ref}" not in template else [p for p in people if p.status == "dead"])
         for person in candidates:
             pattern = template.replace("{num}", number_pattern()).replace("{ref}", reference(person, people))
-            found = re.search(pattern, text, re.IGNORECASE)
+            found = _compiled(pattern).search(text)
             years = parse_number(found.group(1)) if found else None
             if found is None or years is None:
                 continue
