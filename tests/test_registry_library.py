@@ -104,9 +104,15 @@ def test_demo_split(reg: Registry) -> None:
     demo = reg.cases("demo")
     assert len(demo) == 2
     assert len({c.scenario.id for c in demo}) == 2 and len({c.persona.id for c in demo}) == 2
-    # the demo pairs are test pairs with the same levels, so demo numbers mean the same thing
-    test_pairs = {(c.scenario.id, c.persona.id): c.iedr for c in reg.cases("test")}
-    assert all(test_pairs[(c.scenario.id, c.persona.id)] == c.iedr for c in demo)
+    # from edition 4 the demo cases copy dev cases (pair, levels, opening and hidden need), so demo
+    # numbers mean what dev numbers mean and nothing in demo comes from the held-out test split
+    dev = {(c.scenario.id, c.persona.id): c for c in reg.cases("dev")}
+    for c in demo:
+        twin = dev[(c.scenario.id, c.persona.id)]
+        assert (twin.iedr, twin.opening, twin.hidden_need) == (c.iedr, c.opening, c.hidden_need), c.id
+    test = reg.cases("test")
+    assert not {c.persona.id for c in demo} & {c.persona.id for c in test}
+    assert not {c.scenario.id for c in demo} & {c.scenario.id for c in test}
 
 
 def test_counterfactual_sets(reg: Registry) -> None:
@@ -198,17 +204,19 @@ def test_case_api(reg: Registry) -> None:
 def test_cli_validate_and_stats(reg: Registry) -> None:
     result = runner.invoke(app, ["validate", "--root", str(ROOT)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("ok: edition 3, ")
+    assert result.stdout.startswith("ok: edition 4, ")
     assert f"test: 30 cases, version {reg.version('test')[:16]}" in result.stdout
     assert f"test-v1: 30 cases, version {FIRST_EDITION['test-v1'][:16]}  (archived)" in result.stdout
     assert f"test-v2: 30 cases, version {SECOND_EDITION['test-v2'][:16]}  (archived)" in result.stdout
+    assert f"test-v3: 30 cases, version {THIRD_EDITION['test-v3'][:16]}  (archived)" in result.stdout
     stats = runner.invoke(app, ["stats", "--split", "test", "--root", str(ROOT)],
                           env={"COLUMNS": "160"})
     assert stats.exit_code == 0
     assert "all targets met" in stats.stdout and "✗" not in stats.stdout
     # total, 6 categories, 3 axes, 4 bands, high threshold, valence share, band margin, good
-    # news per category and per axis, sets, and the four shape shares of the third edition
-    assert stats.stdout.count("✓") == 1 + 6 + 3 + 4 + 1 + 1 + 1 + 6 + 3 + 1 + 4
+    # news per category and per axis, sets, the four shape shares of the third edition, and the
+    # fourth's three asking shares and four held-out checks
+    assert stats.stdout.count("✓") == 1 + 6 + 3 + 4 + 1 + 1 + 1 + 6 + 3 + 1 + 4 + 3 + 4
     dev = runner.invoke(app, ["stats", "--split", "dev", "--root", str(ROOT)], env={"COLUMNS": "160"})
     assert dev.exit_code == 0 and "all targets met" in dev.stdout
 
