@@ -97,7 +97,7 @@ def list_cases(
 @app.command()
 @one_line_errors()
 def show(
-    case_id: Annotated[str, typer.Argument(metavar="CASE", help="A case id, e.g. demo3-01.")], root: RootOpt = DEFAULT_ROOT
+    case_id: Annotated[str, typer.Argument(metavar="CASE", help="A case id, e.g. demo4-01.")], root: RootOpt = DEFAULT_ROOT
 ) -> None:
     """Show one case: both cards, the IEDR levels, P0, difficulty and dominant axis."""
     case = load_registry(root).case(case_id)
