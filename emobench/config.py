@@ -17,6 +17,7 @@ from emobench.errors import InputError
 from emobench.library_paths import library_file, library_root
 from emobench.profiles import DEFAULT_PROFILE, ProfileName
 from emobench.records import Sampling
+from emobench.registry.yaml_io import load_capped
 
 # Counts are bounded so that the config hash (orjson: 64-bit integers) and the clients take them.
 INT64 = 2**63
@@ -211,7 +212,7 @@ def load_config_data(path: Path) -> dict[str, Any]:
     the library (library_file), so ``--config configs/standard.yaml`` works from any folder."""
     path = library_file(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_capped(path.read_text(encoding="utf-8"), path)
     except OSError as exc:
         raise InputError(path, "", f"cannot read config: {exc.strerror}") from None
     except UnicodeDecodeError as exc:

@@ -67,6 +67,16 @@ def load_prompts(root: Path, config: RunConfig) -> EpisodePrompts:
     )
 
 
+def prompt_versions(prompts: EpisodePrompts) -> dict[str, str]:
+    return {
+        "simulator": prompts.simulator.version,
+        "judge": prompts.judge.version,
+        "subject_system": prompts.subject_system.version if prompts.subject_system else "none",
+        "director": prompts.director.version if prompts.director else "rule",
+        "probe": prompts.probe.version if prompts.probe else "none",
+    }
+
+
 def manifest(
     config: RunConfig, run_id: str, registry_version: str, prompts: EpisodePrompts, roles: dict[str, Any], root: Path
 ) -> dict[str, Any]:
@@ -76,13 +86,7 @@ def manifest(
         "config_hash": config.config_hash(),
         "split": config.split,
         "registry_version": registry_version,
-        "prompt_versions": {
-            "simulator": prompts.simulator.version,
-            "judge": prompts.judge.version,
-            "subject_system": prompts.subject_system.version if prompts.subject_system else "none",
-            "director": prompts.director.version if prompts.director else "rule",
-            "probe": prompts.probe.version if prompts.probe else "none",
-        },
+        "prompt_versions": prompt_versions(prompts),
         "roles": roles,
         "emobench_version": emobench.__version__,
         "git_sha": git_sha(root),
@@ -217,6 +221,11 @@ async def run_benchmark(
         out_dir=rd.path, root=root, source="config",
     )
     prompts = load_prompts(root, config)
+    if rd.manifest.exists() and not force:  # a new edition changes the prompts: its episodes are not comparable
+        recorded = rd.read_manifest().get("prompt_versions")
+        if recorded != prompt_versions(prompts):
+            raise InputError(rd.manifest, "prompt_versions", f"{recorded} differ from this library's "
+                             f"{prompt_versions(prompts)}; pass --force to resume anyway")
     done, judged = _finished(rd, registry.cases(config.split))
     unjudged = done - judged
     console.print(

@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 from emobench.cli import app
 from tests.conftest import write_config
 
-# Four test-split cases: two defensive personas (high threshold) and two receptive ones, so the
-# example pipelines' `--slice persona_resilience=defensive` has cases to pair.
-GATE_CASES = ["test3-01", "test3-02", "test3-05", "test3-06"]
+# Four test-split cases: two defensive personas (high threshold: test4-01, 02) and two receptive
+# ones (medium: test4-05, 06), so the example pipelines' `--slice persona_resilience=defensive` has
+# cases to pair.
+GATE_CASES = ["test4-01", "test4-02", "test4-05", "test4-06"]
 BASELINE_SUBJECT = "accepted-model"
 
 

@@ -37,7 +37,7 @@ def make_episode(
 ) -> Episode:
     """Turn 1 is the card's opening; each (message, meter_delta, leave) move is one more turn."""
     replies = replies or [REPLIES[i % len(REPLIES)] for i in range(len(moves) + 1)]
-    all_moves = [UserMove(message=case.scenario.opening, meter_delta=0, inner="opening message")]
+    all_moves = [UserMove(message=case.opening, meter_delta=0, inner="opening message")]
     all_moves += [UserMove(message=m, meter_delta=d, leave=leave) for m, d, leave in moves]
     meter = float(case.persona.meter_start)
     turns = []
@@ -63,7 +63,9 @@ HIDDEN_NEED = (
 
 @pytest.fixture
 def case(registry: Registry) -> Case:
-    # demo3-01 (son-wants-to-move with Lucia Ferreira), pinned so a card edit cannot move the rules' inputs.
+    # The rules read the persona's name, meter start and hidden need: pinned to those the messages below
+    # were written for (Lucia Ferreira, whose son wants to move: edition 3's demo3-01), so that neither
+    # a card edit nor demo4-01's own story (Zoe Nguyen, comic-deal) can move the rules' inputs.
     case = registry.cases("demo")[0]
     persona = case.persona.model_copy(update={"name": "Lucia Ferreira", "meter_start": 40})
     need = HiddenNeed(axis=case.dominant_axis, text=HIDDEN_NEED)

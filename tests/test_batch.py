@@ -73,7 +73,7 @@ def test_fault_injection_over_200_episodes_loses_and_duplicates_nothing(tmp_path
 
 
 def test_shards_partition_the_work_and_merge_back(fake: FakeOpenAIServer, tmp_path: Path) -> None:
-    pairs = [(c, s) for c in ("demo3-01", "demo3-02") for s in range(6)]
+    pairs = [(c, s) for c in ("demo4-01", "demo4-02") for s in range(6)]
     owners = [[i for i in range(3) if in_shard(c, s, (i, 3))] for c, s in pairs]
     assert all(len(o) == 1 for o in owners)  # every (case, seed) lands in exactly one shard
     cfg = write_config(tmp_path / "run.yaml", fake.base_url, seeds=list(range(6)))

@@ -24,8 +24,9 @@ from tests.fake_openai import FakeOpenAIServer, FakeState
 
 TEMPLATE = load_template(ROOT / "judges" / "iedr.j2")
 RETRIES = 2
-# demo3-01 as authored: P0 = (-7, -19, -16), |P0| = 25.8, easy.
-DEMO_01 = {"C1": 1, "C2": 1, "C3": 1, "A1": 3, "A2": 1, "A3": 3, "P1": 1, "P2": 2, "P3": 2}
+# demo4-01 as authored: C = -(2 + 2 + 3) = -7, A = -(4 + 4 + 6) = -14, P = -(2 + 4 + 3) = -9,
+# |P0| = sqrt(49 + 196 + 81) = 18.1, easy.
+DEMO_01 = {"C1": 1, "C2": 1, "C3": 1, "A1": 2, "A2": 1, "A3": 2, "P1": 1, "P2": 1, "P3": 1}
 
 
 def _rating(levels: dict[str, Any] | None = None, **override: Any) -> str:
@@ -103,18 +104,20 @@ def test_compare_reports_differences_bands_and_disagreement(registry: Registry) 
     assert case.iedr.model_dump() == DEMO_01
     same = compare(case, IEDRLevels(**DEMO_01))
     assert same["diff"] == dict.fromkeys(ITEMS, 0) and not same["disagree"]
-    assert same["p0_authored"] == same["p0_rated"] == [-7, -19, -16] and same["band_authored"] == "easy"
-    # One level up on C1 and A1 (A1 is already 3, so down instead): no item off by 2, band kept.
-    near = compare(case, IEDRLevels(**{**DEMO_01, "C1": 2, "A1": 2}))
+    assert same["p0_authored"] == same["p0_rated"] == [-7, -14, -9] and same["band_authored"] == "easy"
+    # C1 one level up and A1 one level down: no item off by 2, band kept
+    # (C = -9, A = -12, |P0| = sqrt(81 + 144 + 81) = 17.5, easy).
+    near = compare(case, IEDRLevels(**{**DEMO_01, "C1": 2, "A1": 1}))
     assert near["diff"]["C1"] == 1 and near["diff"]["A1"] == -1 and not near["disagree"]
-    # A2 1 -> 3: A = -(6 + 12 + 9) = -27, |P0| = sqrt(49 + 729 + 256) = 32.2, hard.
-    far = compare(case, IEDRLevels(**{**DEMO_01, "A2": 3}))
-    assert far["diff"]["A2"] == 2 and far["p0_rated"] == [-7, -27, -16]
-    assert (far["band_authored"], far["band_rated"], far["disagree"]) == ("easy", "hard", True)
+    # A2 1 -> 3 and P2 1 -> 3: A = -(4 + 12 + 6) = -22, P = -(2 + 12 + 3) = -17,
+    # |P0| = sqrt(49 + 484 + 289) = 28.7, medium.
+    far = compare(case, IEDRLevels(**{**DEMO_01, "A2": 3, "P2": 3}))
+    assert far["diff"]["A2"] == far["diff"]["P2"] == 2 and far["p0_rated"] == [-7, -22, -17]
+    assert (far["band_authored"], far["band_rated"], far["disagree"]) == ("easy", "medium", True)
     # Two levels off on one item without leaving the band is still a disagreement:
-    # A1 3 -> 1 gives A = -15 and |P0| = sqrt(49 + 225 + 256) = 23.0, still easy.
-    gap = compare(case, IEDRLevels(**{**DEMO_01, "A1": 1}))
-    assert gap["diff"]["A1"] == -2 and gap["band_rated"] == "easy" and gap["disagree"]
+    # A2 1 -> 3 alone gives A = -22 and |P0| = sqrt(49 + 484 + 81) = 24.8, still easy.
+    gap = compare(case, IEDRLevels(**{**DEMO_01, "A2": 3}))
+    assert gap["diff"]["A2"] == 2 and gap["band_rated"] == "easy" and gap["disagree"]
 
 
 def _cli() -> typer.Typer:
@@ -125,15 +128,15 @@ def _cli() -> typer.Typer:
 
 
 def _respond_by_persona(registry: Registry, bad_for: str | None = None) -> Any:
-    """demo3-01 (Lucia) is rated with A2 = 3 (a disagreement); demo3-02 as authored."""
+    """demo4-01 (Zoe) is rated with A2 = P2 = 3 (a disagreement); demo4-02 as authored."""
     demo_02 = registry.cases("demo")[1].iedr.model_dump()
 
     def respond(body: dict[str, Any]) -> str:
         user = body["messages"][1]["content"]
         if bad_for and bad_for in user:
             return "I would rate these fairly high overall."
-        if "Lucia" in user:
-            return _rating(A2=3)
+        if "Zoe" in user:
+            return _rating(A2=3, P2=3)
         return _rating(demo_02)
 
     return respond
@@ -147,29 +150,29 @@ def test_calibrate_prints_disagreements_and_writes_the_report(registry: Registry
                                     env={"COLUMNS": "200"})
         sampling = {(r["body"]["temperature"], r["body"]["max_tokens"]) for r in server.state.requests}
     assert result.exit_code == 0, result.output
-    assert "demo3-01" in result.output and "easy → hard" in result.output and "A2 1→3" in result.output
-    assert "demo3-02" not in result.output.split("Agreement per item")[0]  # agrees, so not in the table
+    assert "demo4-01" in result.output and "easy → medium" in result.output and "A2 1→3, P2 1→3" in result.output
+    assert "demo4-02" not in result.output.split("Agreement per item")[0]  # agrees, so not in the table
     assert "band matches in 50% of 2 rated case(s); 1 disagreement(s)" in result.output
     assert sampling == {(0.0, 1024)}
     report = json.loads(out.read_text())
     assert report["split"] == "demo" and report["judge"]["model"] == "fake-model" and report["template"] == TEMPLATE.ref
     assert report["summary"]["items"]["A2"]["exact"] == 0.5 and report["summary"]["items"]["C1"]["exact"] == 1.0
     by_id = {c["case_id"]: c for c in report["cases"]}
-    assert by_id["demo3-01"]["disagree"] and not by_id["demo3-02"]["disagree"]
-    assert by_id["demo3-01"]["diff"]["A2"] == 2 and len(by_id["demo3-01"]["calls"]) == 1
+    assert by_id["demo4-01"]["disagree"] and not by_id["demo4-02"]["disagree"]
+    assert by_id["demo4-01"]["diff"]["A2"] == 2 and len(by_id["demo4-01"]["calls"]) == 1
 
 
 def test_calibrate_reports_a_case_with_no_valid_rating(registry: Registry, tmp_path: Path) -> None:
     out = tmp_path / "iedr.json"
-    with FakeOpenAIServer(FakeState(responder=_respond_by_persona(registry, bad_for="Tomasz"))) as server:
+    with FakeOpenAIServer(FakeState(responder=_respond_by_persona(registry, bad_for="Mei-Lin"))) as server:
         binding = f"openai:fake-model@{server.base_url}"
         result = CliRunner().invoke(_cli(), ["calibrate", "--split", "demo", "--judge", binding, "--out", str(out)],
                                     env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "demo3-02: no valid rating after 3 attempt(s): not JSON" in result.output
+    assert "demo4-02: no valid rating after 3 attempt(s): not JSON" in result.output
     report = json.loads(out.read_text())
     assert report["summary"]["rated"] == 1 and report["summary"]["invalid"] == 1
-    missing = next(c for c in report["cases"] if c["case_id"] == "demo3-02")
+    missing = next(c for c in report["cases"] if c["case_id"] == "demo4-02")
     assert not missing["valid"] and "rated" not in missing and all(c["error"] for c in missing["calls"])
 
 
@@ -186,7 +189,8 @@ def test_calibrate_bad_input_is_one_line_and_exit_2(args: list[str], message: st
 
 
 def test_compare_uses_the_case_band(registry: Registry) -> None:
-    # demo3-02 as authored is very hard: |P0| = |(-21, -21, -22)| = 36.96.
+    # demo4-02 as authored is hard: C = -(6 + 6 + 9) = -21, A = -(4 + 12 + 6) = -22,
+    # P = -(2 + 12 + 3) = -17, |P0| = sqrt(441 + 484 + 289) = 34.8.
     case: Case = registry.cases("demo")[1]
     row = compare(case, case.iedr)
-    assert row["p0_authored"] == [-21, -21, -22] and row["band_authored"] == row["band_rated"] == "very_hard"
+    assert row["p0_authored"] == [-21, -22, -17] and row["band_authored"] == row["band_rated"] == "hard"

@@ -32,7 +32,7 @@ from tests.fake_openai import FakeOpenAIServer
 TEMPLATE = load_template(ROOT / "prompts" / "director.j2")
 START = DirectorState(turn=3, max_turns=30, meter=45.0)
 TRANSCRIPT = [
-    {"speaker": "Lucia", "text": "It's about school transfers, really."},
+    {"speaker": "Zoe", "text": "It's about the contract, really."},
     {"speaker": "Assistant", "text": "Tell me more."},
 ]
 

@@ -79,7 +79,7 @@ config_fields: dict[str, st.SearchStrategy[Any]] = {
     "judges": st.lists(role, max_size=2) | scalar,
     "split": st.sampled_from(["demo", "dev", "test", "nope"]) | scalar,
     "seeds": st.lists(scalar, max_size=3) | scalar,
-    "cases": st.lists(st.sampled_from(["demo3-01", "nope"]) | scalar, max_size=2) | scalar,
+    "cases": st.lists(st.sampled_from(["demo4-01", "nope"]) | scalar, max_size=2) | scalar,
     "max_turns": scalar,
     "min_turns": scalar,
     "limit_cases": scalar,
@@ -249,7 +249,7 @@ def _mutate(data: bytes, how: str, at: int, junk: bytes, number: int) -> bytes:
     if how == "append":
         return data + junk
     if how == "torn tail":
-        return data + b'{"key": "x|demo3-01|0", "case' + junk.replace(b"\n", b"")
+        return data + b'{"key": "x|demo4-01|0", "case' + junk.replace(b"\n", b"")
     if how == "duplicate line":
         return b"".join(lines[: line + 1] + lines[line:])
     if how == "garbage line":

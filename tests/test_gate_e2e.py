@@ -68,14 +68,14 @@ def test_mismatched_bundle_is_refused(
 
 
 def test_another_edition_is_refused(server: FakeOpenAIServer, published: Path, tmp_path: Path) -> None:
-    """The same four slots of the second edition (archived as test-v2) against an edition-3 bundle:
+    """The same four slots of the third edition (archived as test-v3) against an edition-4 bundle:
     their cards, hidden needs and prompts differ, so the gate refuses rather than compares."""
-    old_cases = [case.replace("test3-", "test2-") for case in GATE_CASES]
-    cand = run(gate_config(tmp_path / "c.yaml", server.base_url, split="test-v2", cases=old_cases), tmp_path,
-               "v2", server.base_url, "fake-model")
+    old_cases = [case.replace("test4-", "test3-") for case in GATE_CASES]
+    cand = run(gate_config(tmp_path / "c.yaml", server.base_url, split="test-v3", cases=old_cases), tmp_path,
+               "v3", server.base_url, "fake-model")
     code, out, err = _gate(published, cand, tmp_path / "s.md")
     assert code == 2 and out == "" and not (tmp_path / "s.md").exists()
-    assert err.count("\n") == 1 and ": split: 'test-v2' differs from the baseline's 'test'" in err
+    assert err.count("\n") == 1 and ": split: 'test-v3' differs from the baseline's 'test'" in err
 
 
 def test_the_repository_bundle_is_a_current_baseline() -> None:

@@ -44,6 +44,11 @@ SECOND_EDITION = {
     "dev-v2": "a7609352ccdef12206ac292e4a8c69c5cabc8e60d67dc4d611ff93020f42e533",
     "demo-v2": "f37374fad87b3e5e9c2e71f4b435900b8f9fab7a3b9f0ede8920ca7b44bfe56c",
 }
+THIRD_EDITION = {
+    "test-v3": "918572a974967cfd5cb687a9ef86c263c2ac1341e1fcc43a555cf0ac8f7e29ea",
+    "dev-v3": "8053ee351be61f2e70ac9dcb524f3ac38caf3cf5cf9c38291f6154a9d81cbbb0",
+    "demo-v3": "f725c54946bf3090468ae737e91a211be9e0eff467699d4e0e7281d54d991a89",
+}
 
 
 def test_test_split_stratification(reg: Registry) -> None:
@@ -78,8 +83,9 @@ def test_dev_split_is_large_and_disjoint_from_test(reg: Registry) -> None:
 
 
 def test_archived_editions_stay_loadable_with_their_recorded_versions(reg: Registry) -> None:
-    assert reg.archived_splits == sorted({**FIRST_EDITION, **SECOND_EDITION})
-    for split, version in {**FIRST_EDITION, **SECOND_EDITION}.items():
+    archived = {**FIRST_EDITION, **SECOND_EDITION, **THIRD_EDITION}
+    assert reg.archived_splits == sorted(archived)
+    for split, version in archived.items():
         assert reg.version(split) == version
         assert reg.split_with_version(version) == split
     old = reg.case("test-04")
@@ -89,16 +95,24 @@ def test_archived_editions_stay_loadable_with_their_recorded_versions(reg: Regis
     # an archived case keeps its scenario's hidden need; the current edition's cases hold their own
     assert second.case_need is None and second.hidden_need == second.scenario.hidden_need
     assert all(c.case_need is not None and c.scenario.hidden_need is None for c in reg.edition_cases())
-    assert reg.version("test") not in (FIRST_EDITION["test-v1"], SECOND_EDITION["test-v2"])
+    third = reg.case("test3-08")
+    assert third.split == "test-v3" and third.persona.id == "tomasz-kowalski" and third.case_need is not None
+    assert reg.version("test") not in (FIRST_EDITION["test-v1"], SECOND_EDITION["test-v2"], THIRD_EDITION["test-v3"])
 
 
 def test_demo_split(reg: Registry) -> None:
     demo = reg.cases("demo")
     assert len(demo) == 2
     assert len({c.scenario.id for c in demo}) == 2 and len({c.persona.id for c in demo}) == 2
-    # the demo pairs are test pairs with the same levels, so demo numbers mean the same thing
-    test_pairs = {(c.scenario.id, c.persona.id): c.iedr for c in reg.cases("test")}
-    assert all(test_pairs[(c.scenario.id, c.persona.id)] == c.iedr for c in demo)
+    # from edition 4 the demo cases copy dev cases (pair, levels, opening and hidden need), so demo
+    # numbers mean what dev numbers mean and nothing in demo comes from the held-out test split
+    dev = {(c.scenario.id, c.persona.id): c for c in reg.cases("dev")}
+    for c in demo:
+        twin = dev[(c.scenario.id, c.persona.id)]
+        assert (twin.iedr, twin.opening, twin.hidden_need) == (c.iedr, c.opening, c.hidden_need), c.id
+    test = reg.cases("test")
+    assert not {c.persona.id for c in demo} & {c.persona.id for c in test}
+    assert not {c.scenario.id for c in demo} & {c.scenario.id for c in test}
 
 
 def test_counterfactual_sets(reg: Registry) -> None:
@@ -165,9 +179,10 @@ def test_the_contradictions_of_the_first_edition_are_fixed(reg: Registry) -> Non
     assert joost is not None and joost.status == "dead" and (joost.born or 0) < pieter.facts.born  # type: ignore[union-attr]
     # no case asks Pieter about a living sibling, and the raft memory makes Joost the elder
     assert all(c.scenario.id != "inheritance-split" for c in reg.edition_cases() if c.persona.id == "pieter-de-vries")
-    assert "when he was nine and Joost eleven" in reg.scenarios["selling-the-boat"].memories[0].text
+    archived = {c.scenario.id: c.scenario for c in reg.cases("test-v3")}
+    assert "when he was nine and Joost eleven" in archived["selling-the-boat"].memories[0].text
     gary = reg.personas["gary-thompson"]
-    dance = reg.scenarios["empty-house-after-wife"].memories[0]
+    dance = archived["empty-house-after-wife"].memories[0]
     assert gary.facts is not None and dance.year == 1969 and dance.year - gary.facts.born >= 18
 
 
@@ -189,17 +204,19 @@ def test_case_api(reg: Registry) -> None:
 def test_cli_validate_and_stats(reg: Registry) -> None:
     result = runner.invoke(app, ["validate", "--root", str(ROOT)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("ok: edition 3, ")
+    assert result.stdout.startswith("ok: edition 4, ")
     assert f"test: 30 cases, version {reg.version('test')[:16]}" in result.stdout
     assert f"test-v1: 30 cases, version {FIRST_EDITION['test-v1'][:16]}  (archived)" in result.stdout
     assert f"test-v2: 30 cases, version {SECOND_EDITION['test-v2'][:16]}  (archived)" in result.stdout
+    assert f"test-v3: 30 cases, version {THIRD_EDITION['test-v3'][:16]}  (archived)" in result.stdout
     stats = runner.invoke(app, ["stats", "--split", "test", "--root", str(ROOT)],
                           env={"COLUMNS": "160"})
     assert stats.exit_code == 0
     assert "all targets met" in stats.stdout and "✗" not in stats.stdout
     # total, 6 categories, 3 axes, 4 bands, high threshold, valence share, band margin, good
-    # news per category and per axis, sets, and the four shape shares of the third edition
-    assert stats.stdout.count("✓") == 1 + 6 + 3 + 4 + 1 + 1 + 1 + 6 + 3 + 1 + 4
+    # news per category and per axis, sets, the four shape shares of the third edition, and the
+    # fourth's three asking shares and four held-out checks
+    assert stats.stdout.count("✓") == 1 + 6 + 3 + 4 + 1 + 1 + 1 + 6 + 3 + 1 + 4 + 3 + 4
     dev = runner.invoke(app, ["stats", "--split", "dev", "--root", str(ROOT)], env={"COLUMNS": "160"})
     assert dev.exit_code == 0 and "all targets met" in dev.stdout
 

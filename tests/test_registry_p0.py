@@ -35,7 +35,7 @@ def levels(**given_levels: int) -> IEDRLevels:
          (-12, -24, -24), "hard"),
         # core items weigh 4 per level: A2 = 3 -> -12, P2 = 2 -> -8, C3 = 1 -> -3
         ({"A2": 3, "P2": 2, "C3": 1}, (-3, -12, -8), "easy"),
-        # the demo's shaking-hands case: (-21, -21, -22), sqrt(1366) = 36.96
+        # test2-08, the archived shaking-hands case: (-21, -21, -22), sqrt(1366) = 36.96
         ({"C1": 3, "C2": 3, "C3": 3, "A1": 3, "A2": 3, "A3": 1, "P1": 2, "P2": 3, "P3": 2},
          (-21, -21, -22), "very_hard"),
     ],

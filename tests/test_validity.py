@@ -110,22 +110,25 @@ def test_judge_tracker_pairs_each_judged_turn_with_the_next_valence_change(
     favoured: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     episodes = RunDir(favoured).read_episodes()
-    # The fake panel stops the real subject by success after 6 and 8 turns, each reference by
-    # collapse after 5; no episode ends on a user who leaves.
+    # The fake panel stops each reference by collapse after 5 turns and the real subject by success
+    # once E reaches ||P0||: v = (3, 3, 3) gives dE = v.u = 3 (|C| + |A| + |P|) / ||P0|| a turn, so
+    # demo4-01, P0 = (-7, -14, -9): 90 / 18.06 = 4.98 a turn, E >= 18.06 after 4 turns;
+    # demo4-02, P0 = (-21, -22, -17): 180 / 34.84 = 5.17 a turn, E >= 34.84 after 7 turns
+    # (both then past the origin along u). No episode ends on a user who leaves.
     shapes = sorted((e.subject, e.case_id, len(e.turns), e.last_user is None) for e in episodes)
-    assert shapes == [("scripted:dismissive", "demo3-01", 5, True), ("scripted:dismissive", "demo3-02", 5, True),
-                      ("scripted:echo", "demo3-01", 5, True), ("scripted:echo", "demo3-02", 5, True),
-                      ("subject-a", "demo3-01", 6, True), ("subject-a", "demo3-02", 8, True)]
+    assert shapes == [("scripted:dismissive", "demo4-01", 5, True), ("scripted:dismissive", "demo4-02", 5, True),
+                      ("scripted:echo", "demo4-01", 5, True), ("scripted:echo", "demo4-02", 5, True),
+                      ("subject-a", "demo4-01", 4, True), ("subject-a", "demo4-02", 7, True)]
     # Valence of turn k's user message: (k - 1) ** 2, so the change from turn k to k + 1 is 2k - 1.
     position = {t.user.message: float(t.index - 1) ** 2 for e in episodes for t in e.turns}
     monkeypatch.setattr(validity, "valence", lambda texts: [position[x] for x in texts])
     out = judge_tracker(episodes)
     # By hand: each reference turn but the last is judged A = 0 - 2 = -2, each real turn 2 - 0 = +2;
     # the last turn of an episode has no next message, so it pairs with nothing.
-    judged = [-2] * 4 * 4 + [2] * (5 + 7)
-    change = [1, 3, 5, 7] * 4 + [1, 3, 5, 7, 9] + [1, 3, 5, 7, 9, 11, 13]
+    judged = [-2] * 4 * 4 + [2] * (3 + 6)
+    change = [1, 3, 5, 7] * 4 + [1, 3, 5] + [1, 3, 5, 7, 9, 11]
     expected = scipy.stats.spearmanr(judged, change)
-    assert out["n_turns"] == 28
+    assert out["n_turns"] == 25
     assert out["rho"] == pytest.approx(expected.statistic, abs=1e-4)
     assert out["p"] == pytest.approx(expected.pvalue, abs=1e-4)
 

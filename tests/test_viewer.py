@@ -55,21 +55,21 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
 def test_show_lists_the_episodes_with_their_outcome(runs: dict[str, Path]) -> None:
     out = _invoke("show", str(runs["multi"]))
     assert out.exit_code == 0, out.output
-    lines = [line for line in out.output.splitlines() if re.match(r"\s*\d+\s+demo3-0", line)]
+    lines = [line for line in out.output.splitlines() if re.match(r"\s*\d+\s+demo4-0", line)]
     assert len(lines) == 2 * 2 * 2  # 2 cases x 2 seeds x 2 subjects
     assert all("max_turns" in line and re.search(r"\d+\.\d", line) for line in lines)  # stop reason, EPM-Q
-    only_b = _invoke("show", str(runs["multi"]), "--subject", "subject-b", "--case", "demo3-02")
-    rows = [line.split() for line in only_b.output.splitlines() if re.match(r"\s*\d+\s+demo3-0", line)]
-    assert [(r[1], r[2], r[3]) for r in rows] == [("demo3-02", "subject-b", "0"), ("demo3-02", "subject-b", "1")]
+    only_b = _invoke("show", str(runs["multi"]), "--subject", "subject-b", "--case", "demo4-02")
+    rows = [line.split() for line in only_b.output.splitlines() if re.match(r"\s*\d+\s+demo4-0", line)]
+    assert [(r[1], r[2], r[3]) for r in rows] == [("demo4-02", "subject-b", "0"), ("demo4-02", "subject-b", "1")]
     by_score = _invoke("show", str(runs["multi"]), "--sort", "epmq", "--failed")
-    scores = [float(line.split()[6]) for line in by_score.output.splitlines() if re.match(r"\s*\d+\s+demo3-0", line)]
+    scores = [float(line.split()[6]) for line in by_score.output.splitlines() if re.match(r"\s*\d+\s+demo4-0", line)]
     assert len(scores) == 8 and scores == sorted(scores, reverse=True)  # the fake never succeeds: all "failed"
     bad = _invoke("show", str(runs["multi"]), "--sort", "nope")
     assert bad.exit_code == 2 and "expected one of" in bad.output
 
 
 def test_show_prints_an_episode_turn_by_turn(runs: dict[str, Path]) -> None:
-    out = _invoke("show", str(runs["demo"]), "--case", "demo3-02", "--seed", "0")
+    out = _invoke("show", str(runs["demo"]), "--case", "demo4-02", "--seed", "0")
     assert out.exit_code == 0, out.output
     text = out.output
     assert [int(n) for n in re.findall(r"turn (\d+) ─", text)] == [1, 2, 3, 4]
@@ -80,10 +80,10 @@ def test_show_prints_an_episode_turn_by_turn(runs: dict[str, Path]) -> None:
     assert re.search(r"meter\s+\d+ \(\+2\)", text)
     assert "stop: max_turns" in text
     assert re.search(r"judge-0\s+\d+\s+\d+\s+\d+\s+\d+", text)  # holistic verdict, four dimensions
-    # The probe answered A; the hidden card of demo3-02 says C.
+    # The probe answered A; the hidden card of demo4-02 says C.
     assert re.search(r"dominant need\s+A\s+C\s+✗", text)
     assert "names the feeling" not in text
-    with_evidence = _invoke("show", str(runs["demo"]), "--episode", "subject-a|demo3-02|0", "--evidence")
+    with_evidence = _invoke("show", str(runs["demo"]), "--episode", "subject-a|demo4-02|0", "--evidence")
     assert "A: “that sounds hard” — names the feeling" in with_evidence.output
     assert "plain and specific" in with_evidence.output  # the holistic evidence
     assert _invoke("show", str(runs["demo"]), "--episode", "2").output == text  # by its # in the list
@@ -92,8 +92,8 @@ def test_show_prints_an_episode_turn_by_turn(runs: dict[str, Path]) -> None:
 
 
 def test_show_a_rescored_run_uses_the_panels_judges(runs: dict[str, Path]) -> None:
-    own = _invoke("show", str(runs["multi"]), "--episode", "subject-b|demo3-01|1")
-    rescored = _invoke("show", str(runs["multi"]), "--episode", "subject-b|demo3-01|1", "--panel", "pair")
+    own = _invoke("show", str(runs["multi"]), "--episode", "subject-b|demo4-01|1")
+    rescored = _invoke("show", str(runs["multi"]), "--episode", "subject-b|demo4-01|1", "--panel", "pair")
     assert rescored.exit_code == 0, rescored.output
     assert "judge-0:" in own.output and "judge-x" not in own.output
     assert rescored.output.count("judge-x:") == 3 and rescored.output.count("judge-y:") == 3  # every turn
@@ -123,7 +123,7 @@ def test_report_pages_of_each_run_and_the_leaderboard_links_them(runs: dict[str,
         data = _page_data(page)
         episodes = {e["k"]: e for e in data["episodes"]}
         assert len(episodes) == (2 if run == runs["demo"] else 8)
-        ep = episodes["subject-a|demo3-02|0"]
+        ep = episodes["subject-a|demo4-02|0"]
         assert [t[3] for t in ep["t"]] == [REPLY] * len(ep["t"])
         assert {j[0] for t in ep["t"] for j in t[8]} == judges
         assert ep["t"][0][6] == [1, 2, 0] and ep["stop"] == "max_turns"

@@ -13,6 +13,7 @@ from rich.table import Table
 from emobench.cli_support import SPLITS, one_line_errors
 from emobench.errors import InputError
 from emobench.library_paths import library_root
+from emobench.registry.edition4 import overlap_rows
 from emobench.registry.filters import (
     MIN_COUNTERFACTUAL_SETS,
     TARGETS,
@@ -28,8 +29,8 @@ from emobench.registry.loader import (
     load_scenario,
 )
 from emobench.registry.models import AXES, CATEGORIES, DIFFICULTIES, THRESHOLDS, VALENCES, Case
-from emobench.registry.rules import check_library
-from emobench.registry.story_shape import shape_shares
+from emobench.registry.rules import EDITION4, check_library
+from emobench.registry.story_shape import asking_shares, shape_shares
 
 app = typer.Typer(
     help="Browse and check the scenario and persona library.", no_args_is_help=True
@@ -96,7 +97,7 @@ def list_cases(
 @app.command()
 @one_line_errors()
 def show(
-    case_id: Annotated[str, typer.Argument(metavar="CASE", help="A case id, e.g. demo3-01.")], root: RootOpt = DEFAULT_ROOT
+    case_id: Annotated[str, typer.Argument(metavar="CASE", help="A case id, e.g. demo4-01.")], root: RootOpt = DEFAULT_ROOT
 ) -> None:
     """Show one case: both cards, the IEDR levels, P0, difficulty and dominant axis."""
     case = load_registry(root).case(case_id)
@@ -206,10 +207,16 @@ def _stats_table(reg: Registry, split: str) -> tuple[Table, bool]:
                   f"≥ {MIN_COUNTERFACTUAL_SETS}", "✓" if met else "✗")
     table.add_row("counterfactual sets", f"used in {split}", str(in_split), "-", "")
     table.add_section()
-    for share in shape_shares(reg):
+    asking = asking_shares(reg, split) if reg.info.edition >= EDITION4 else []
+    for share in [*asking, *shape_shares(reg)]:
         all_met &= share.met
         table.add_row(f"shape: {share.name}", share.detail, f"{share.count}/{share.total}",
                       share.bound, "✓" if share.met else "✗")
+    if reg.info.edition >= EDITION4:
+        table.add_section()
+        for name, detail, value, bound, met in overlap_rows(reg):
+            all_met &= met
+            table.add_row(name, detail, value, bound, "✓" if met else "✗")
     return table, all_met
 
 

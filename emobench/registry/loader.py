@@ -226,7 +226,7 @@ def _edition_fields(entry: CaseEntry, edition: int, path: Path, source: Source) 
                          f"edition {edition} (the scenario holds the hidden need)")
 
 
-def _load_edition(root: Path, edition: int, suffix: str = "") -> Edition:
+def _load_edition(root: Path, edition: int, suffix: str = "", present_year: int | None = None) -> Edition:
     """Cards and splits under root, as that edition's schema has them; split names get the
     suffix (archived editions)."""
     personas = _unique([(p, load_persona(p)) for p in _card_files(root / "personas")], "persona")
@@ -279,7 +279,7 @@ def _load_edition(root: Path, edition: int, suffix: str = "") -> Edition:
                                        entry.iedr.model_dump(), entry.opening,
                                        entry.hidden_need.model_dump() if entry.hidden_need else None),
                 counterfactual_set=entry.scenario if len(players[entry.scenario]) >= 2 else None,
-                opening_override=entry.opening, case_need=entry.hidden_need,
+                opening_override=entry.opening, case_need=entry.hidden_need, present_year=present_year,
             ))
     return Edition(personas, scenarios, cases_by_split, sources)
 
@@ -318,7 +318,7 @@ def load_registry(root: Path) -> Registry:
         raise InputError(display_path(info_path), "", "file not found (a library root names its "
                          "edition and present_year there)")
     info = load_library_info(info_path)
-    current = _load_edition(root, info.edition)
+    current = _load_edition(root, info.edition, present_year=info.present_year)
     archived: dict[str, list[Case]] = {}
     editions = root / "editions"
     for folder in sorted(editions.iterdir()) if editions.is_dir() else []:

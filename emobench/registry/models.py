@@ -270,6 +270,9 @@ class Case(_Strict):
     counterfactual_set: str | None = None
     opening_override: str | None = None
     case_need: HiddenNeed | None = None
+    # The library's present year, so a prompt can say how long ago a dated fact was; None for
+    # archived editions. Not part of the content hash: it belongs to the library, not the card.
+    present_year: int | None = None
 
     @property
     def opening(self) -> str:

@@ -12,11 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from emobench.errors import InputError
+from emobench.registry.edition4 import check_edition4
 from emobench.registry.fact_rules import check_edition3
+from emobench.registry.injection import check_injection
 from emobench.registry.loader import CASE_NEEDS, Registry, Source, display_path
 from emobench.registry.models import AXES, Case, Period, Persona, Scenario
+from emobench.registry.prose_rules import check_prose
 
-DEMO = "demo"  # the demo split replays test pairs by design
+DEMO = "demo"  # the demo split replays pairs of another split by design
+EDITION4 = 4  # the first edition with a held-out test split and the prose rules
 MAX_COUNTERFACTUAL_PERSONAS = 3
 # The ages each memory period may cover (a year of overlap at each boundary).
 PERIOD_AGES: dict[Period, tuple[int, int]] = {
@@ -38,6 +42,9 @@ def check_library(reg: Registry) -> list[InputError]:
         *_memory_dates(reg),
         *_case_consistency(reg),
         *(check_edition3(reg) if reg.info.edition >= CASE_NEEDS else ()),
+        *(check_edition4(reg) if reg.info.edition >= EDITION4 else ()),
+        *(check_prose(reg) if reg.info.edition >= EDITION4 else ()),
+        *check_injection(reg),
     ]
     return sorted(problems, key=lambda e: (e.source, _natural(e.field), e.problem))
 

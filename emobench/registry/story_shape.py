@@ -10,10 +10,13 @@ from fractions import Fraction
 from emobench.registry.fact_rules import MAX_NEED_OVERLAP, need_overlap
 from emobench.registry.loader import Registry
 from emobench.registry.models import Scenario
-from emobench.registry.words import first_verb, name_words, story_words
+from emobench.registry.words import first_match, first_verb, name_words, patterns, story_words
 
 MAX_SHARE = Fraction(1, 3)  # of the scenarios opening with one move, or ending in an admission
 MIN_GOOD_NEWS_SETS = Fraction(1, 3)  # of the counterfactual sets, positive or mixed
+MAX_ASKING_OPENINGS = Fraction(1, 2)  # of a split's case openings, and of its first stages
+MAX_ASKING_LAST = Fraction(1, 3)  # of a split's last stages
+SHAPE_WORDS = "shape_words.yaml"
 
 
 @dataclass(frozen=True)
@@ -64,3 +67,31 @@ def shape_shares(reg: Registry) -> list[Share]:
               sum(o >= MAX_NEED_OVERLAP for o in overlaps), len(overlaps), f"< {MAX_NEED_OVERLAP} each",
               worst < MAX_NEED_OVERLAP),
     ]
+
+
+def asks(text: str) -> str | None:
+    """What makes a text ask for practical help: a question mark, or the first request phrase
+    of shape_words.yaml found anywhere in it; None when it does not ask."""
+    if "?" in text:
+        return "?"
+    return first_match(text, patterns(SHAPE_WORDS, "request_phrases"))
+
+
+def scripted_outcome(stage: str) -> str | None:
+    """The words by which a stage decides what the person does, or None."""
+    return first_match(stage, patterns(SHAPE_WORDS, "scripted_outcomes"))
+
+
+def asking_shares(reg: Registry, split: str) -> list[Share]:
+    """How much of a split asks: its case openings, and its scenarios' first and last stages."""
+    cases = reg.cases(split)
+    scenarios = list({case.scenario.id: case.scenario for case in cases}.values())
+    openings = sum(asks(case.opening) is not None for case in cases)
+    first = sum(asks(s.stages[0]) is not None for s in scenarios)
+    last = sum(asks(s.stages[-1]) is not None for s in scenarios)
+    rows = [("case openings that ask", "question mark or request phrase", openings, len(cases),
+             MAX_ASKING_OPENINGS),
+            ("first stages that ask", "of the split's scenarios", first, len(scenarios), MAX_ASKING_OPENINGS),
+            ("last stages that ask", "of the split's scenarios", last, len(scenarios), MAX_ASKING_LAST)]
+    return [Share(name, detail, count, total, f"≤ {bound}", Fraction(count, max(total, 1)) <= bound)
+            for name, detail, count, total, bound in rows]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,28 @@ def story_words() -> StoryWords:
         menus=tuple(re.compile(p, re.IGNORECASE) for p in _strings(words, "menus", words_path)),
         stopwords=frozenset(_strings(words, "stopwords", words_path)),
     )
+
+
+@cache
+def word_lists(file_name: str) -> dict[str, tuple[str, ...]]:
+    """Every list of strings in a word file beside this module (shape_words.yaml, ...)."""
+    path = HERE / file_name
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {key: tuple(_strings(data, key, path)) for key in data}
+
+
+@cache
+def patterns(file_name: str, key: str) -> tuple[re.Pattern[str], ...]:
+    """A list of regular expressions from a word file, compiled case-insensitively."""
+    return tuple(re.compile(p, re.IGNORECASE) for p in word_lists(file_name)[key])
+
+
+def first_match(text: str, found: tuple[re.Pattern[str], ...]) -> str | None:
+    """The first pattern's match in text, as written there, or None."""
+    for pattern in found:
+        if match := pattern.search(_apostrophes(text)):
+            return match.group(0)
+    return None
 
 
 def name_words(*names: str | None) -> set[str]:
@@ -124,8 +146,40 @@ def content_words(text: str) -> set[str]:
     for token in _TOKEN.findall(_apostrophes(text.lower())):
         word = token.split("'")[0]
         if word and word not in stop and len(word) > 1:
-            out.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
+            out.add(_fold(word))
     return out
+
+
+@lru_cache(maxsize=1)
+def _concepts() -> dict[str, str]:
+    path = HERE / "need_concepts.yaml"
+    groups = yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]
+    return {_fold(word): group[0] for group in groups for word in group}
+
+
+def _fold(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def concept_words(text: str, synonyms: bool = True) -> set[str]:
+    """Content words, each synonym of need_concepts.yaml replaced by its group's first word."""
+    words = content_words(text)
+    if not synonyms:
+        return words
+    concepts = _concepts()
+    return {concepts.get(word, word) for word in words}
+
+
+def word_runs(text: str, length: int) -> list[str]:
+    """Every run of `length` words in text, lower case, punctuation ignored, in order."""
+    words = normalised(_apostrophes(text)).split()
+    return [" ".join(words[i:i + length]) for i in range(len(words) - length + 1)]
+
+
+def shared_run(a: str, b: str, length: int) -> str:
+    """The first run of `length` words that a and b share, or ""."""
+    grams = set(word_runs(b, length))
+    return next((run for run in word_runs(a, length) if run in grams), "")
 
 
 def normalised(text: str) -> str:

@@ -23,6 +23,9 @@ except ImportError:  # PyYAML built without libyaml
 
 MAX_FILE_BYTES = 64 * 1024  # every card and split file; the largest shipped one is under 30 KB
 MAX_FIELD_CHARS = 4000  # every text field; the longest shipped one is under 1,000
+# A config may use anchors; expanded, it may hold this many nodes (a shipped one has under 200).
+# Nine levels of nine aliases expand to 9**9 nodes: refused before anything is built.
+MAX_EXPANDED_NODES = 20_000
 
 
 class _UniqueKeyLoader(_SafeLoader):
@@ -126,6 +129,61 @@ def _key_before(path: Path, limit: int) -> str:
     return ""
 
 
+def refuse_anchors(text: str, shown: str) -> None:
+    """One InputError for the first anchor, alias or merge key, read from the event stream, which
+    never expands an alias (so an alias bomb costs no more than its bytes). A syntax error is
+    left to the loader, which reports it with its line."""
+    try:
+        for event in yaml.parse(text, Loader=_SafeLoader):
+            line = f"line {event.start_mark.line + 1}" if event.start_mark else ""
+            if isinstance(event, yaml.AliasEvent):
+                raise InputError(shown, line, f"YAML alias *{event.anchor} is not allowed in a library "
+                                 "file: write the value out (aliases can expand a small file without bound)")
+            anchor = getattr(event, "anchor", None)
+            if anchor is not None:
+                raise InputError(shown, line, f"YAML anchor &{anchor} is not allowed in a library file: "
+                                 "write each value out")
+            if isinstance(event, yaml.ScalarEvent) and event.value == "<<" and event.implicit[0]:
+                raise InputError(shown, line, "YAML merge key << is not allowed in a library file: "
+                                 "write each key out")
+    except yaml.YAMLError:
+        return
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Nodes the document holds once every alias is expanded (an alias shares its node)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = MAX_EXPANDED_NODES + 1  # a node inside itself: a recursive alias
+    size = 1
+    if isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(item, memo) for item in node.value)
+    memo[id(node)] = size = min(size, MAX_EXPANDED_NODES + 1)
+    return size
+
+
+def load_capped(text: str, shown: str | Path) -> Any:
+    """yaml.safe_load, but a document whose aliases expand past MAX_EXPANDED_NODES nodes is
+    refused with one InputError before it is built. YAML errors pass to the caller."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            size = _expanded_size(node, {})
+        except RecursionError:
+            raise InputError(shown, "", "nested too deeply") from None
+        if size > MAX_EXPANDED_NODES:
+            raise InputError(shown, f"line {node.start_mark.line + 1}", f"YAML aliases expand to over "
+                             f"{MAX_EXPANDED_NODES:,} values; write the file without nested aliases")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: Path) -> Any:
     """The parsed file, or one InputError naming the file and, where it can, the field."""
     shown = display_path(path)
@@ -141,6 +199,7 @@ def read_yaml(path: Path) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _not_utf8(path, data, exc) from None
+    refuse_anchors(text, shown)
     try:
         parsed = yaml.load(text, Loader=_UniqueKeyLoader)  # a safe loader: no object tags
     except yaml.MarkedYAMLError as exc:

@@ -1,0 +1,302 @@
+"""The fourth edition's rules: a held-out test split, stories that do not script their own
+outcome, and hidden needs that are the persona's own in this situation.
+
+Each check yields one InputError per problem, naming the file and the field, as rules.py does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+from emobench.errors import InputError
+from emobench.registry.fact_rules import MAX_NEED_OVERLAP
+from emobench.registry.loader import Registry, display_path
+from emobench.registry.models import Case, Persona, Scenario
+from emobench.registry.story_shape import scripted_outcome
+from emobench.registry.words import concept_words, content_words, name_words, word_runs
+
+TEST = "test"
+DEMO, DEV = "demo", "dev"
+SHARED_RUN = 8  # words in a row a test text may share with another split's text
+MAX_STORY_JACCARD = 0.2  # content words shared by a test story and another split's story
+MAX_SIBLING_JACCARD = 0.3  # concepts shared by two hidden needs of one counterfactual set
+MAX_WHY_SHARE = 0.35  # share of a need's content words found in the persona's own why
+WHY_RUN = 4  # words in a row a need may not share with the persona's why, when
+WHY_RUN_CONTENT = 2  # at least this many of them are content words ("needs his reasoning followed")
+MIN_NAME_CHARS = 3  # shorter name words (Li, Jo) are too common to count as a shared person
+_CASE_ID = re.compile(r"\b([a-z]+\d+-\d\d)\b")
+
+
+def check_edition4(reg: Registry) -> Iterator[InputError]:
+    yield from _scripted(reg)
+    yield from _held_out(reg)
+    yield from _needs(reg)
+
+
+def _scripted(reg: Registry) -> Iterator[InputError]:
+    for path, scenario in reg.current.scenarios.values():
+        for i, stage in enumerate(scenario.stages):
+            if words := scripted_outcome(stage):
+                yield InputError(display_path(path), f"stages[{i}]", f"scripts the outcome ({words!r}): "
+                                 "the subject is scored on what the person decides, so no stage decides it")
+
+
+@dataclass(frozen=True)
+class Text:
+    """One text field of a card the test split or another split uses."""
+
+    file: str
+    field: str
+    text: str
+
+
+def _scenario_texts(path: Path, scenario: Scenario) -> Iterator[Text]:
+    file = display_path(path)
+    yield Text(file, "topic", scenario.topic)
+    yield Text(file, "opening", scenario.opening)
+    for i, stage in enumerate(scenario.stages):
+        yield Text(file, f"stages[{i}]", stage)
+    for i, memory in enumerate(scenario.memories):
+        yield Text(file, f"memories[{i}].text", memory.text)
+
+
+def _persona_texts(path: Path, persona: Persona) -> Iterator[Text]:
+    file = display_path(path)
+    yield Text(file, "background", persona.background)
+    for axis in ("C", "A", "P"):
+        yield Text(file, f"needs.{axis}.why", persona.needs[axis].why)
+
+
+def _case_texts(reg: Registry, case: Case) -> Iterator[Text]:
+    source = reg.current.sources[case.id]
+    if case.opening_override is not None:
+        yield Text(source.file, source.field("opening"), case.opening_override)
+    if case.case_need is not None:
+        yield Text(source.file, source.field("hidden_need.text"), case.case_need.text)
+
+
+@dataclass
+class Side:
+    """What one side of the held-out line uses: cards, cases, names and texts."""
+
+    personas: dict[str, str]  # persona id -> file
+    scenarios: dict[str, str]
+    names: dict[str, tuple[str, str]]  # name word -> (file, field) where it first appears
+    texts: list[Text]
+    stories: dict[str, set[str]]  # scenario id -> content words of its story and cases
+
+
+def _names_of(path: Path, persona: Persona | None = None, scenario: Scenario | None = None
+              ) -> Iterator[tuple[str, str, str]]:
+    file = display_path(path)
+    if persona is not None:
+        yield file, "name", persona.name
+        if persona.facts is not None:
+            yield file, "facts.home", persona.facts.home or ""
+            for i, rel in enumerate(persona.facts.relatives):
+                yield file, f"facts.relatives[{i}].name", rel.name
+    if scenario is not None:
+        for i, member in enumerate(scenario.cast or []):
+            yield file, f"cast[{i}].name", member.name
+            yield file, f"cast[{i}].home", member.home or ""
+
+
+def _side(reg: Registry, splits: list[str]) -> Side:
+    side = Side({}, {}, {}, [], {})
+    for split in splits:
+        for case in reg.cases(split):
+            persona_path, persona = reg.current.personas[case.persona.id]
+            scenario_path, scenario = reg.current.scenarios[case.scenario.id]
+            for file, field, name in [*_names_of(persona_path, persona=persona),
+                                      *_names_of(scenario_path, scenario=scenario)]:
+                for word in name_words(name):
+                    if len(word) >= MIN_NAME_CHARS:
+                        side.names.setdefault(word, (file, field))
+            if persona.id not in side.personas:
+                side.personas[persona.id] = display_path(persona_path)
+                side.texts += _persona_texts(persona_path, persona)
+            if scenario.id not in side.scenarios:
+                side.scenarios[scenario.id] = display_path(scenario_path)
+                side.texts += _scenario_texts(scenario_path, scenario)
+            case_texts = list(_case_texts(reg, case))
+            side.texts += case_texts
+            story = side.stories.setdefault(scenario.id, set())
+            for text in [*_scenario_texts(scenario_path, scenario), *case_texts]:
+                story |= concept_words(text.text, synonyms=False)
+    return side
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """How far the test split is held out from the splits a user may train or tune on."""
+
+    personas: list[str]
+    names: list[str]
+    runs: int
+    story: float
+    story_pair: tuple[str, str]
+
+
+def overlap_rows(reg: Registry) -> list[tuple[str, str, str, str, bool]]:
+    """(measure, detail, value, bound, met) rows for `scenarios stats`; none without a test split."""
+    found = overlap(reg)
+    if found is None:
+        return []
+    shown = ", ".join(found.personas[:3]) or "-"
+    names = ", ".join(found.names[:3]) or "-"
+    return [
+        ("held out: test personas elsewhere", shown, str(len(found.personas)), "0", not found.personas),
+        ("held out: test names elsewhere", names, str(len(found.names)), "0", not found.names),
+        ("held out: shared text", f"runs of {SHARED_RUN} words", str(found.runs), "0", not found.runs),
+        ("held out: story overlap", " ~ ".join(found.story_pair), f"{found.story:.2f}",
+         f"< {MAX_STORY_JACCARD}", found.story < MAX_STORY_JACCARD),
+    ]
+
+
+def held_out_sides(reg: Registry) -> tuple[Side, Side] | None:
+    if TEST not in reg.edition_splits:
+        return None
+    return _side(reg, [TEST]), _side(reg, [s for s in reg.edition_splits if s != TEST])
+
+
+def overlap(reg: Registry) -> Overlap | None:
+    """The figures `scenarios stats` reports; None when the edition has no test split."""
+    sides = held_out_sides(reg)
+    if sides is None:
+        return None
+    test, rest = sides
+    runs = sum(1 for _ in _shared_runs(test, rest))
+    best, pair = 0.0, ("-", "-")
+    for a, words in test.stories.items():
+        for b, others in rest.stories.items():
+            score = _jaccard(words, others) if a != b else 0.0
+            if score > best:
+                best, pair = score, (a, b)
+    return Overlap(sorted(set(test.personas) & set(rest.personas)),
+                   sorted(set(test.names) & set(rest.names)), runs, best, pair)
+
+
+def _shared_runs(test: Side, rest: Side) -> Iterator[tuple[Text, Text, str]]:
+    """Each test text that shares a run of SHARED_RUN words with a text of another card."""
+    index: dict[str, Text] = {}
+    for other in rest.texts:
+        for run in word_runs(other.text, SHARED_RUN):
+            index.setdefault(run, other)
+    for text in test.texts:
+        found = next(((run, index[run]) for run in word_runs(text.text, SHARED_RUN)
+                      if run in index and index[run].file != text.file), None)
+        if found is not None:
+            yield text, found[1], found[0]
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def _held_out(reg: Registry) -> Iterator[InputError]:
+    sides = held_out_sides(reg)
+    if sides is None:
+        return
+    test, rest = sides
+    for scenario_id, file in test.scenarios.items():
+        if scenario_id in rest.scenarios:
+            yield InputError(file, "id", f"test scenario {scenario_id!r} is also played in "
+                             f"{_splits_of(reg, scenario_id)}: the test split's stories appear nowhere else")
+    for persona_id, file in test.personas.items():
+        if persona_id in rest.personas:
+            yield InputError(file, "id", f"test persona {persona_id!r} is also played in "
+                             f"{_splits_of(reg, persona_id)}: the test split's people appear nowhere else")
+    for word, (file, field) in test.names.items():
+        other_file, other_field = rest.names.get(word, (file, ""))
+        if other_file != file:  # a card on both sides is reported once, above
+            yield InputError(file, field, f"the name {word!r} also appears outside test, in "
+                             f"{other_file} ({other_field}): test people and places are held out")
+    for t, o, run in _shared_runs(test, rest):
+        yield InputError(t.file, t.field, f"shares {SHARED_RUN} words in a row ({run!r}) with "
+                         f"{o.file} ({o.field}): test text appears nowhere else")
+    for a, words in test.stories.items():
+        for b, others in rest.stories.items():
+            score = _jaccard(words, others)
+            if score >= MAX_STORY_JACCARD and a != b:
+                yield InputError(test.scenarios[a], "stages", f"its story shares {score:.0%} of its "
+                                 f"content words with {b!r} ({rest.scenarios[b]}), limit "
+                                 f"{MAX_STORY_JACCARD:.0%}: a test story is told nowhere else")
+    yield from _training_docs(reg)
+    yield from _demo_from_dev(reg)
+
+
+def _splits_of(reg: Registry, card_id: str) -> str:
+    splits = sorted({c.split for c in reg.edition_cases()
+                     if card_id in (c.persona.id, c.scenario.id) and c.split != TEST})
+    return ", ".join(splits)
+
+
+def _training_docs(reg: Registry) -> Iterator[InputError]:
+    """docs/train.md and configs/train.yaml, where the library ships with them, train on no
+    test case and not on the test split."""
+    test_ids = {case.id for case in reg.cases(TEST)}
+    config = reg.root / "configs" / "train.yaml"
+    if config.is_file():
+        for number, line in enumerate(config.read_text(encoding="utf-8").splitlines(), 1):
+            if re.match(rf"^split:\s*['\"]?{TEST}['\"]?\s*(?:#.*)?$", line):
+                yield InputError(display_path(config), f"line {number}", "trains on the held-out test "
+                                 "split: train on dev or demo")
+    doc = reg.root / "docs" / "train.md"
+    if not doc.is_file():
+        return
+    for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+        for case_id in _CASE_ID.findall(line):
+            if case_id in test_ids:
+                yield InputError(display_path(doc), f"line {number}", f"uses test case {case_id!r}: "
+                                 "train on dev or demo, never on the held-out test split")
+
+
+def _demo_from_dev(reg: Registry) -> Iterator[InputError]:
+    """Each demo case replays a dev case: the same scenario, persona and IEDR levels."""
+    if DEMO not in reg.edition_splits:
+        return
+    dev = {(c.scenario.id, c.persona.id): c for c in reg.cases(DEV)} if DEV in reg.edition_splits else {}
+    for case in reg.cases(DEMO):
+        source = reg.current.sources[case.id]
+        twin = dev.get((case.scenario.id, case.persona.id))
+        if twin is None:
+            yield InputError(source.file, source.field(), f"{case.id} plays scenario {case.scenario.id!r} "
+                             f"with persona {case.persona.id!r}, which no dev case does: the demo replays dev")
+        elif twin.iedr != case.iedr:
+            yield InputError(source.file, source.field("iedr"), f"differs from {twin.id}'s levels: the demo "
+                             "replays a dev case as it is")
+
+
+def _needs(reg: Registry) -> Iterator[InputError]:
+    for scenario_id, cases in reg.counterfactual_sets().items():
+        for a, b in combinations(cases, 2):
+            if a.persona.id == b.persona.id:
+                continue
+            score = _jaccard(concept_words(a.hidden_need), concept_words(b.hidden_need))
+            if score >= MAX_SIBLING_JACCARD:
+                source = reg.current.sources[b.id]
+                yield InputError(source.file, source.field("hidden_need.text"), f"shares {score:.0%} of "
+                                 f"its concepts with {a.id}'s need in counterfactual set {scenario_id!r} "
+                                 f"(limit {MAX_SIBLING_JACCARD:.0%}): siblings need different things")
+    for case in reg.edition_cases():
+        if case.case_need is None:
+            continue
+        source = reg.current.sources[case.id]
+        where = (source.file, source.field("hidden_need.text"))
+        need = concept_words(case.hidden_need, synonyms=False)
+        why = case.persona.needs[case.dominant_axis].why
+        share = len(need & concept_words(why, synonyms=False)) / max(len(need), 1)
+        run = next((r for r in word_runs(case.hidden_need, WHY_RUN) if r in set(word_runs(why, WHY_RUN))
+                    and len(content_words(r)) >= WHY_RUN_CONTENT), "")
+        if share >= MAX_WHY_SHARE or run:
+            detail = f"{WHY_RUN} words in a row, {run!r}" if run else f"{share:.0%} of its content words"
+            yield InputError(*where, f"restates persona {case.persona.id!r}'s needs."
+                             f"{case.dominant_axis}.why ({detail}): the need is what this situation asks")
+        opening = len(need & concept_words(case.opening, synonyms=False)) / max(len(need), 1)
+        if opening >= MAX_NEED_OVERLAP:
+            yield InputError(*where, f"shares {opening:.0%} of its content words with the case's "
+                             f"opening (limit {MAX_NEED_OVERLAP:.0%}): the user never says the need")
