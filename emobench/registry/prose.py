@@ -51,6 +51,7 @@ class ProseWords:
     job_synonyms: dict[str, str]
     job_conflicts: dict[str, tuple[str, ...]]
     homes: tuple[str, ...]
+    relative_ages: tuple[str, ...]
     children: frozenset[str]
     parents: frozenset[str]
 
@@ -96,6 +97,7 @@ def prose_words() -> ProseWords:
         job_conflicts={str(k): _strings(_mapping(data, "job_conflicts"), k)
                        for k in _mapping(data, "job_conflicts")},
         homes=_strings(data, "home_templates"),
+        relative_ages=_strings(data, "relative_age_templates"),
         children=frozenset(_strings(data, "child_relations")),
         parents=frozenset(_strings(data, "parent_relations")),
     )

@@ -117,6 +117,7 @@ def _field_problems(reg: Registry, persona: Persona, people: list[Person], field
     yield from _death_and_life(people, field)
     yield from _ages(reg, persona, field)
     yield from _durations(reg, persona, people, field)
+    yield from _relative_ages(reg, persona, people, field)
     yield from _job_and_home(persona, field)
 
 
@@ -219,6 +220,43 @@ def _durations(reg: Registry, persona: Persona, people: list[Person], field: Fie
                                  f"in {reg.info.present_year - ago}, but {person.where} says "
                                  f"{person.died}")
             return
+
+
+def _relative_ages(reg: Registry, persona: Persona, people: list[Person], field: Field) -> Iterator[InputError]:
+    """ "Tobin is 45", "my 45-year-old son": against their birth year, or a generation apart."""
+    if field.memory or persona.facts is None:
+        return
+    words, year = prose_words(), reg.info.present_year
+    own = year - persona.facts.born
+    text = field.text.replace("’", "'")
+    for person in people:
+        if person.status != "alive":
+            continue
+        ref = reference(person, people)
+        referring = [w for w, rels in words.relations.items() if person.relation in rels]
+        patterns = [t.replace("{ref}", ref).replace("{num}", number_pattern()) for t in words.relative_ages]
+        if referring:
+            patterns.append(rf"\b(?:my|her|his|their|our)\s+{number_pattern()}[- ]years?[- ]old\s+(?:"
+                            + "|".join(map(re.escape, referring)) + r")\b")
+        for pattern in patterns:
+            found = _compiled(pattern).search(text)
+            stated = parse_number(found.group(1)) if found else None
+            if found is None or stated is None:
+                continue
+            if person.born is not None:
+                if abs(year - person.born - stated) > AGE_SLACK:
+                    yield InputError(field.file, field.field, f"{found.group(0)!r}, but {person.name} was "
+                                     f"born in {person.born} ({person.where}): {year - person.born} in {year}")
+                    return
+            elif person.relation in words.children and stated > own - MIN_PARENT_AGE:
+                yield InputError(field.file, field.field, f"{found.group(0)!r}: a child of {stated} for "
+                                 f"{persona.name}, who is {own}")
+                return
+            elif person.relation in words.parents and stated < own + MIN_PARENT_AGE:
+                yield InputError(field.file, field.field, f"{found.group(0)!r}: a parent of {stated} for "
+                                 f"{persona.name}, who is {own}")
+                return
+            break
 
 
 def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
