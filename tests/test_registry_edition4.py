@@ -86,7 +86,7 @@ FAULTS: list[tuple[str, Callable[[Path], None], str, str, str]] = [
     ("a test relative's name in a dev persona",
      replace(SEFA, "    - {name: Abel,", "    - {name: Tobin, relation: son, status: alive}\n    - {name: Abel,"),
      IRIS, "facts.relatives[1].name", "the name 'Tobin' also appears outside test, in"),
-    ("a test town as a dev persona's home", replace(SEFA, "home: Penmor", "home: Brindle"),
+    ("a test town as a dev persona's home", replace(SEFA, "home: Penmor", "home: Port Brindle"),
      IRIS, "facts.home", "the name 'Brindle' also appears outside test"),
     ("test text copied into dev",
      replace(HARVEST, "A neighbour on the plots left a bag of twine on the gate.",
@@ -142,6 +142,13 @@ def test_a_demo_replaying_a_test_case_is_refused_three_ways(lib: Path) -> None:
         f"error: {display_path(lib / LOCKED)}: id: test scenario 'locked-out' is also played in demo: the "
         "test split's stories appear nowhere else",
     }
+
+
+def test_common_words_of_place_names_are_not_shared_names(lib: Path) -> None:
+    replace(SEFA, "home: Penmor", "home: New Penmor")(lib)
+    replace(IRIS, "home: Brindle", "home: New Brindle")(lib)
+    result = runner.invoke(app, ["validate", str(lib)])
+    assert result.exit_code == 0, result.output
 
 
 def test_stats_reports_asking_shares_and_the_overlap(lib: Path) -> None:

@@ -16,6 +16,7 @@ from emobench.errors import InputError
 from emobench.registry.fact_rules import MAX_NEED_OVERLAP
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import Case, Persona, Scenario
+from emobench.registry.prose import prose_words
 from emobench.registry.story_shape import scripted_outcome
 from emobench.registry.words import concept_words, content_words, name_words, word_runs
 
@@ -114,7 +115,7 @@ def _side(reg: Registry, splits: list[str]) -> Side:
             for file, field, name in [*_names_of(persona_path, persona=persona),
                                       *_names_of(scenario_path, scenario=scenario)]:
                 for word in name_words(name):
-                    if len(word) >= MIN_NAME_CHARS:
+                    if len(word) >= MIN_NAME_CHARS and word not in prose_words().place_words:
                         side.names.setdefault(word, (file, field))
             if persona.id not in side.personas:
                 side.personas[persona.id] = display_path(persona_path)
