@@ -150,10 +150,10 @@ def overlap_rows(reg: Registry) -> list[tuple[str, str, str, str, bool]]:
     shown = ", ".join(found.personas[:3]) or "-"
     names = ", ".join(found.names[:3]) or "-"
     return [
-        ("held out: test personas elsewhere", shown, str(len(found.personas)), "0", not found.personas),
-        ("held out: test names elsewhere", names, str(len(found.names)), "0", not found.names),
-        ("held out: shared text", f"runs of {SHARED_RUN} words", str(found.runs), "0", not found.runs),
-        ("held out: story overlap", " ~ ".join(found.story_pair), f"{found.story:.2f}",
+        ("held out: personas", shown, str(len(found.personas)), "0", not found.personas),
+        ("held out: names", names, str(len(found.names)), "0", not found.names),
+        ("held out: text", f"{SHARED_RUN}-word runs", str(found.runs), "0", not found.runs),
+        ("held out: story", " ~ ".join(found.story_pair), f"{found.story:.2f}",
          f"< {MAX_STORY_JACCARD}", found.story < MAX_STORY_JACCARD),
     ]
 
