@@ -179,7 +179,7 @@ QUIET = st.lists(st.sampled_from(["the", "plot", "tomatoes", "came", "in", "smal
 REQUESTS = st.sampled_from(["can you", "any tips", "wants to know", "she asks", "what should I",
                             "please", "?", "he wonders whether"])
 SCRIPTS = st.sampled_from(["she decides to", "he agrees to", "they have decided", "she makes up her mind",
-                           ". He will speak", "and she'll call"])
+                           ". He will speak", "and she'll call", "he has made his decision"])
 
 
 @given(before=QUIET, after=QUIET, phrase=REQUESTS)
