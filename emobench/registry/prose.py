@@ -51,6 +51,8 @@ class ProseWords:
     job_synonyms: dict[str, str]
     job_conflicts: dict[str, tuple[str, ...]]
     homes: tuple[str, ...]
+    relative_ages: tuple[str, ...]
+    place_words: frozenset[str]
     children: frozenset[str]
     parents: frozenset[str]
 
@@ -96,6 +98,8 @@ def prose_words() -> ProseWords:
         job_conflicts={str(k): _strings(_mapping(data, "job_conflicts"), k)
                        for k in _mapping(data, "job_conflicts")},
         homes=_strings(data, "home_templates"),
+        relative_ages=_strings(data, "relative_age_templates"),
+        place_words=frozenset(_strings(data, "place_words")),
         children=frozenset(_strings(data, "child_relations")),
         parents=frozenset(_strings(data, "parent_relations")),
     )
@@ -210,6 +214,23 @@ def _reference(person: Person, people: tuple[Person, ...]) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
+def named_by(person: Person, people: list[Person]) -> frozenset[str]:
+    """The lower-case words any reference to this person contains (its name's words, its
+    relation words), so a text without one of them need not be searched."""
+    return _named_by(person, tuple(people))
+
+
+@cache
+def _named_by(person: Person, people: tuple[Person, ...]) -> frozenset[str]:
+    referring = referring_words(person, list(people))
+    return frozenset({*(w.lower() for w in person.name.split()), *referring})
+
+
+def words_of(text: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[\w'-]+", text.lower().replace("’", "'")) +
+                     re.findall(r"\w+", text.lower()))
+
+
 @dataclass(frozen=True)
 class Mention:
     """A person the prose refers to by relation: the words, and the relation word used."""
@@ -218,11 +239,17 @@ class Mention:
     relation: str
 
 
+@cache
+def _mention_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    words = prose_words()
+    return (re.compile(relation_phrase(list(words.relations), words.determiners), re.IGNORECASE),
+            re.compile(rf"\b(?:{_alternatives(list(words.parent_names))})\b"))
+
+
 def mentions(text: str) -> Iterator[Mention]:
     """Every "my brother", "her late husband", "a colleague" or standalone "Mum" in text."""
     words = prose_words()
-    for match in re.finditer(relation_phrase(list(words.relations), words.determiners),
-                             text.replace("’", "'"), re.IGNORECASE):
+    for match in _mention_patterns()[0].finditer(text.replace("’", "'")):
         phrase = match.group(0)
         relation = phrase.split()[-1].lower()
         determiner = phrase.split()[0].lower()
@@ -231,5 +258,5 @@ def mentions(text: str) -> Iterator[Mention]:
                                           (before and before[-1].lower() in words.generic_before)):
             continue
         yield Mention(phrase, relation)
-    for match in re.finditer(rf"\b(?:{_alternatives(list(words.parent_names))})\b", text):
+    for match in _mention_patterns()[1].finditer(text):
         yield Mention(match.group(0), words.parent_names[match.group(0)])

@@ -20,12 +20,14 @@ from emobench.registry.prose import (
     Person,
     decade_pattern,
     mentions,
+    named_by,
     number_pattern,
     parse_decade,
     parse_number,
     prose_words,
     reference,
     relation_word,
+    words_of,
     years_ago,
 )
 from emobench.registry.words import name_words
@@ -117,6 +119,7 @@ def _field_problems(reg: Registry, persona: Persona, people: list[Person], field
     yield from _death_and_life(people, field)
     yield from _ages(reg, persona, field)
     yield from _durations(reg, persona, people, field)
+    yield from _relative_ages(reg, persona, people, field)
     yield from _job_and_home(persona, field)
 
 
@@ -141,7 +144,10 @@ def _death_and_life(people: list[Person], field: Field) -> Iterator[InputError]:
         if widowed:
             yield InputError(field.file, field.field, f"{widowed.group(0)!r}, but no wife, husband or "
                              "partner is dead in the facts or the cast")
+    present = words_of(text)
     for person in people:
+        if not named_by(person, people) & present:
+            continue
         ref = reference(person, people)
         if person.status == "alive":
             late = _compiled(rf"\b(?:my|her|his|their|our)\s+late\s+{ref}").search(text)
@@ -200,6 +206,8 @@ def _durations(reg: Registry, persona: Persona, people: list[Person], field: Fie
         candidates = ([p for p in people if p.status == "dead" and p.relation in spouses]
                       if "{ref}" not in template else [p for p in people if p.status == "dead"])
         for person in candidates:
+            if "{ref}" in template and not named_by(person, people) & words_of(text):
+                continue
             pattern = (template.replace("{num}", amount).replace("{when}", amount)
                        .replace("{ref}", reference(person, people)))
             found = _compiled(pattern).search(text)
@@ -221,6 +229,44 @@ def _durations(reg: Registry, persona: Persona, people: list[Person], field: Fie
             return
 
 
+def _relative_ages(reg: Registry, persona: Persona, people: list[Person], field: Field) -> Iterator[InputError]:
+    """ "Tobin is 45", "my 45-year-old son": against their birth year, or a generation apart."""
+    if field.memory or persona.facts is None:
+        return
+    words, year = prose_words(), reg.info.present_year
+    own = year - persona.facts.born
+    text = field.text.replace("’", "'")
+    present = words_of(text)
+    for person in people:
+        if person.status != "alive" or not named_by(person, people) & present:
+            continue
+        ref = reference(person, people)
+        referring = [w for w, rels in words.relations.items() if person.relation in rels]
+        patterns = [t.replace("{ref}", ref).replace("{num}", number_pattern()) for t in words.relative_ages]
+        if referring:
+            patterns.append(rf"\b(?:my|her|his|their|our)\s+{number_pattern()}[- ]years?[- ]old\s+(?:"
+                            + "|".join(map(re.escape, referring)) + r")\b")
+        for pattern in patterns:
+            found = _compiled(pattern).search(text)
+            stated = parse_number(found.group(1)) if found else None
+            if found is None or stated is None:
+                continue
+            if person.born is not None:
+                if abs(year - person.born - stated) > AGE_SLACK:
+                    yield InputError(field.file, field.field, f"{found.group(0)!r}, but {person.name} was "
+                                     f"born in {person.born} ({person.where}): {year - person.born} in {year}")
+                    return
+            elif person.relation in words.children and stated > own - MIN_PARENT_AGE:
+                yield InputError(field.file, field.field, f"{found.group(0)!r}: a child of {stated} for "
+                                 f"{persona.name}, who is {own}")
+                return
+            elif person.relation in words.parents and stated < own + MIN_PARENT_AGE:
+                yield InputError(field.file, field.field, f"{found.group(0)!r}: a parent of {stated} for "
+                                 f"{persona.name}, who is {own}")
+                return
+            break
+
+
 def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
     facts = persona.facts
     if facts is None or field.memory:
@@ -235,15 +281,15 @@ def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
             if word not in job:
                 continue
             for other in conflicting:
-                said = re.search(rf"\b{re.escape(other)}\s+(?:[\w-]+\s+)?(?:{'|'.join(map(re.escape, named))})\b",
-                                 text, re.IGNORECASE)
+                said = _compiled(rf"\b{re.escape(other)}\s+(?:[\w-]+\s+)?(?:"
+                                 f"{'|'.join(map(re.escape, sorted(named)))})\\b").search(text)
                 if said:
                     yield InputError(field.file, field.field, f"{said.group(0)!r}, but facts.job is "
                                      f"{facts.job!r}")
                     return
         own = {words.job_synonyms.get(w, w) for w in job}
         subject = r"(?:(?:^|[.;!?]\s+)(?:i am|i'm|im|she is|he is|she's|he's|as)|\b(?:i work as|works as|working as))"
-        for found in re.finditer(rf"{subject}\s+(?:a|an)\s+((?:[\w-]+\s+){{0,2}}?[\w-]+)\b", text, re.IGNORECASE):
+        for found in _compiled(rf"{subject}\s+(?:a|an)\s+((?:[\w-]+\s+){{0,2}}?[\w-]+)\b").finditer(text):
             last = found.group(1).split()[-1].lower()
             if last in words.jobs and words.job_synonyms.get(last, last) not in own:
                 yield InputError(field.file, field.field, f"{found.group(0).strip()!r}, but facts.job "
@@ -252,7 +298,7 @@ def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
     if facts.home:
         home = name_words(facts.home)
         for template in words.homes:
-            place = re.search(template.replace("{place}", r"(?-i:([A-Z][\w'-]+))"), text, re.IGNORECASE)
+            place = _compiled(template.replace("{place}", r"(?-i:([A-Z][\w'-]+))")).search(text)
             if place and place.group(1) not in home:
                 yield InputError(field.file, field.field, f"{place.group(0)!r}, but facts.home is "
                                  f"{facts.home!r}")
