@@ -38,15 +38,20 @@ class ProseWords:
     generic_before: frozenset[str]
     parent_names: dict[str, str]
     death: tuple[str, ...]
+    widowed: tuple[str, ...]
     living: tuple[str, ...]
     units: tuple[str, ...]
     tens: tuple[str, ...]
     ages: tuple[str, ...]
+    identity_ages: tuple[str, ...]
+    decades: tuple[str, ...]
     durations: tuple[str, ...]
+    recent: tuple[str, ...]
     jobs: frozenset[str]
     job_synonyms: dict[str, str]
     job_conflicts: dict[str, tuple[str, ...]]
     homes: tuple[str, ...]
+    relative_ages: tuple[str, ...]
     children: frozenset[str]
     parents: frozenset[str]
 
@@ -78,16 +83,21 @@ def prose_words() -> ProseWords:
         generic_before=frozenset(_strings(data, "generic_before")),
         parent_names={str(k): str(v) for k, v in _mapping(data, "parent_names").items()},
         death=_strings(data, "death_templates"),
+        widowed=_strings(data, "widowed_templates"),
         living=_strings(data, "living_templates"),
         units=_strings(numbers, "units"),
         tens=_strings(numbers, "tens"),
         ages=_strings(data, "age_templates"),
+        identity_ages=_strings(data, "identity_age_templates"),
+        decades=_strings(data, "decade_templates"),
         durations=_strings(data, "duration_templates"),
+        recent=_strings(data, "recent_templates"),
         jobs=frozenset(_strings(data, "jobs")),
         job_synonyms={str(k): str(v) for k, v in _mapping(data, "job_synonyms").items()},
         job_conflicts={str(k): _strings(_mapping(data, "job_conflicts"), k)
                        for k in _mapping(data, "job_conflicts")},
         homes=_strings(data, "home_templates"),
+        relative_ages=_strings(data, "relative_age_templates"),
         children=frozenset(_strings(data, "child_relations")),
         parents=frozenset(_strings(data, "parent_relations")),
     )
@@ -108,6 +118,29 @@ def number_pattern() -> str:
     tens = "|".join(words.tens)
     small = "|".join(sorted(words.units, key=len, reverse=True))
     return rf"(\d{{1,3}}|(?:{tens})(?:[- ](?:{units}))?|{small})"
+
+
+def decade_pattern() -> str:
+    """ "twenties" ... "nineties", as one group."""
+    return "(" + "|".join(t[:-1] + "ies" for t in prose_words().tens) + ")"
+
+
+def parse_decade(text: str) -> int | None:
+    """20 for "twenties", ..., 90 for "nineties"."""
+    tens = [t[:-1] + "ies" for t in prose_words().tens]
+    text = text.lower()
+    return 20 + 10 * tens.index(text) if text in tens else None
+
+
+WHEN = r"((?:this|last)\s+(?:year|spring|summer|autumn|fall|winter|month|week))"
+
+
+def years_ago(when: str) -> set[int]:
+    """How many years before the present "this spring" or "last year" may be."""
+    this, what = when.lower().split()
+    if what == "year":
+        return {0} if this == "this" else {1}
+    return {0, 1}
 
 
 def parse_number(text: str) -> int | None:
@@ -179,6 +212,23 @@ def _reference(person: Person, people: tuple[Person, ...]) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
+def named_by(person: Person, people: list[Person]) -> frozenset[str]:
+    """The lower-case words any reference to this person contains (its name's words, its
+    relation words), so a text without one of them need not be searched."""
+    return _named_by(person, tuple(people))
+
+
+@cache
+def _named_by(person: Person, people: tuple[Person, ...]) -> frozenset[str]:
+    referring = referring_words(person, list(people))
+    return frozenset({*(w.lower() for w in person.name.split()), *referring})
+
+
+def words_of(text: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[\w'-]+", text.lower().replace("’", "'")) +
+                     re.findall(r"\w+", text.lower()))
+
+
 @dataclass(frozen=True)
 class Mention:
     """A person the prose refers to by relation: the words, and the relation word used."""
@@ -187,11 +237,17 @@ class Mention:
     relation: str
 
 
+@cache
+def _mention_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    words = prose_words()
+    return (re.compile(relation_phrase(list(words.relations), words.determiners), re.IGNORECASE),
+            re.compile(rf"\b(?:{_alternatives(list(words.parent_names))})\b"))
+
+
 def mentions(text: str) -> Iterator[Mention]:
     """Every "my brother", "her late husband", "a colleague" or standalone "Mum" in text."""
     words = prose_words()
-    for match in re.finditer(relation_phrase(list(words.relations), words.determiners),
-                             text.replace("’", "'"), re.IGNORECASE):
+    for match in _mention_patterns()[0].finditer(text.replace("’", "'")):
         phrase = match.group(0)
         relation = phrase.split()[-1].lower()
         determiner = phrase.split()[0].lower()
@@ -200,5 +256,5 @@ def mentions(text: str) -> Iterator[Mention]:
                                           (before and before[-1].lower() in words.generic_before)):
             continue
         yield Mention(phrase, relation)
-    for match in re.finditer(rf"\b(?:{_alternatives(list(words.parent_names))})\b", text):
+    for match in _mention_patterns()[1].finditer(text):
         yield Mention(match.group(0), words.parent_names[match.group(0)])

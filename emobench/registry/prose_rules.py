@@ -14,15 +14,21 @@ from functools import lru_cache
 
 from emobench.errors import InputError
 from emobench.registry.loader import Registry, display_path
-from emobench.registry.models import Case, Persona, Scenario
+from emobench.registry.models import Case, CastMember, Persona, Relative, Scenario
 from emobench.registry.prose import (
+    WHEN,
     Person,
+    decade_pattern,
     mentions,
+    named_by,
     number_pattern,
+    parse_decade,
     parse_number,
     prose_words,
     reference,
     relation_word,
+    words_of,
+    years_ago,
 )
 from emobench.registry.words import name_words
 
@@ -113,6 +119,7 @@ def _field_problems(reg: Registry, persona: Persona, people: list[Person], field
     yield from _death_and_life(people, field)
     yield from _ages(reg, persona, field)
     yield from _durations(reg, persona, people, field)
+    yield from _relative_ages(reg, persona, people, field)
     yield from _job_and_home(persona, field)
 
 
@@ -131,7 +138,16 @@ def _unknown_people(persona: Persona, people: list[Person], field: Field,
 def _death_and_life(people: list[Person], field: Field) -> Iterator[InputError]:
     words = prose_words()
     text = field.text.replace("’", "'")
+    spouses = words.relations["partner"]
+    if not any(p.status == "dead" and p.relation in spouses for p in people):
+        widowed = _first(words.widowed, "", text)
+        if widowed:
+            yield InputError(field.file, field.field, f"{widowed.group(0)!r}, but no wife, husband or "
+                             "partner is dead in the facts or the cast")
+    present = words_of(text)
     for person in people:
+        if not named_by(person, people) & present:
+            continue
         ref = reference(person, people)
         if person.status == "alive":
             late = _compiled(rf"\b(?:my|her|his|their|our)\s+late\s+{ref}").search(text)
@@ -156,16 +172,26 @@ def _ages(reg: Registry, persona: Persona, field: Field) -> Iterator[InputError]
         return
     first = re.escape(persona.name.split()[0])
     age = reg.info.present_year - persona.facts.born
-    for template in prose_words().ages:
+    templates = [*prose_words().ages, *(prose_words().identity_ages if field.field == "identity" else ())]
+    for template in templates:
         pattern = template.replace("{num}", number_pattern()).replace("{name}", first)
         for found in _compiled(pattern).finditer(field.text.replace("’", "'")):
             stated = parse_number(found.group(1))
-            birthday = "birthday" in found.group(0).lower()
-            allowed = range(age - AGE_SLACK, age + 1 + (1 if birthday else 0))
+            said = found.group(0).lower()
+            ahead = "birthday" in said or "next" in said or re.search(r"\bturn(?:s|ing)?\b", said)
+            allowed = range(age, age + 2) if ahead else range(age - AGE_SLACK, age + 1)
             if stated is not None and stated not in allowed:
                 yield InputError(field.file, field.field, f"{found.group(0)!r} makes {persona.name} "
                                  f"{stated}, but facts.born {persona.facts.born} makes them {age - 1} or "
                                  f"{age} in {reg.info.present_year}")
+                return
+    for template in prose_words().decades:
+        pattern = template.replace("{decade}", decade_pattern()).replace("{name}", first)
+        for found in _compiled(pattern).finditer(field.text.replace("’", "'")):
+            decade = parse_decade(found.group(1))
+            if decade is not None and not decade - AGE_SLACK <= age <= decade + 9 + AGE_SLACK:
+                yield InputError(field.file, field.field, f"{found.group(0)!r}, but facts.born "
+                                 f"{persona.facts.born} makes {persona.name} {age} in {reg.info.present_year}")
                 return
 
 
@@ -174,23 +200,71 @@ def _durations(reg: Registry, persona: Persona, people: list[Person], field: Fie
         return
     spouses = prose_words().relations["partner"]
     text = field.text.replace("’", "'")
-    for template in prose_words().durations:
+    number = number_pattern()[:-1] + "|an?)"  # "a year ago"
+    templates = [(t, number) for t in prose_words().durations] + [(t, WHEN) for t in prose_words().recent]
+    for template, amount in templates:
         candidates = ([p for p in people if p.status == "dead" and p.relation in spouses]
                       if "{ref}" not in template else [p for p in people if p.status == "dead"])
         for person in candidates:
-            pattern = template.replace("{num}", number_pattern()).replace("{ref}", reference(person, people))
+            if "{ref}" in template and not named_by(person, people) & words_of(text):
+                continue
+            pattern = (template.replace("{num}", amount).replace("{when}", amount)
+                       .replace("{ref}", reference(person, people)))
             found = _compiled(pattern).search(text)
-            years = parse_number(found.group(1)) if found else None
-            if found is None or years is None:
+            if found is None:
+                continue
+            said = found.group(1).lower()
+            allowed = years_ago(said) if amount == WHEN else {1 if said in ("a", "an") else parse_number(said)}
+            if None in allowed:
                 continue
             if person.died is None:
                 yield InputError(field.file, field.field, f"{found.group(0)!r}: give {person.name}'s year "
                                  f"of death ({person.where}.died) so the duration can be checked")
-            elif abs(reg.info.present_year - years - person.died) > 1:
+            elif not any(abs(reg.info.present_year - ago - person.died) <= (amount != WHEN)
+                         for ago in allowed if ago is not None):
+                ago = min(a for a in allowed if a is not None)
                 yield InputError(field.file, field.field, f"{found.group(0)!r} puts {person.name}'s death "
-                                 f"in {reg.info.present_year - years}, but {person.where} says "
+                                 f"in {reg.info.present_year - ago}, but {person.where} says "
                                  f"{person.died}")
             return
+
+
+def _relative_ages(reg: Registry, persona: Persona, people: list[Person], field: Field) -> Iterator[InputError]:
+    """ "Tobin is 45", "my 45-year-old son": against their birth year, or a generation apart."""
+    if field.memory or persona.facts is None:
+        return
+    words, year = prose_words(), reg.info.present_year
+    own = year - persona.facts.born
+    text = field.text.replace("’", "'")
+    present = words_of(text)
+    for person in people:
+        if person.status != "alive" or not named_by(person, people) & present:
+            continue
+        ref = reference(person, people)
+        referring = [w for w, rels in words.relations.items() if person.relation in rels]
+        patterns = [t.replace("{ref}", ref).replace("{num}", number_pattern()) for t in words.relative_ages]
+        if referring:
+            patterns.append(rf"\b(?:my|her|his|their|our)\s+{number_pattern()}[- ]years?[- ]old\s+(?:"
+                            + "|".join(map(re.escape, referring)) + r")\b")
+        for pattern in patterns:
+            found = _compiled(pattern).search(text)
+            stated = parse_number(found.group(1)) if found else None
+            if found is None or stated is None:
+                continue
+            if person.born is not None:
+                if abs(year - person.born - stated) > AGE_SLACK:
+                    yield InputError(field.file, field.field, f"{found.group(0)!r}, but {person.name} was "
+                                     f"born in {person.born} ({person.where}): {year - person.born} in {year}")
+                    return
+            elif person.relation in words.children and stated > own - MIN_PARENT_AGE:
+                yield InputError(field.file, field.field, f"{found.group(0)!r}: a child of {stated} for "
+                                 f"{persona.name}, who is {own}")
+                return
+            elif person.relation in words.parents and stated < own + MIN_PARENT_AGE:
+                yield InputError(field.file, field.field, f"{found.group(0)!r}: a parent of {stated} for "
+                                 f"{persona.name}, who is {own}")
+                return
+            break
 
 
 def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
@@ -201,19 +275,21 @@ def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
     text = field.text.replace("’", "'")
     if facts.job:
         job = facts.job.lower().split()
+        # the job's own words and every other word for them ("sparky" for an electrician)
+        named = {*job, *(w for w, same in words.job_synonyms.items() if same in job)}
         for word, conflicting in words.job_conflicts.items():
             if word not in job:
                 continue
             for other in conflicting:
-                said = re.search(rf"\b{re.escape(other)}\s+(?:[\w-]+\s+)?(?:{'|'.join(map(re.escape, job))})\b",
-                                 text, re.IGNORECASE)
+                said = _compiled(rf"\b{re.escape(other)}\s+(?:[\w-]+\s+)?(?:"
+                                 f"{'|'.join(map(re.escape, sorted(named)))})\\b").search(text)
                 if said:
                     yield InputError(field.file, field.field, f"{said.group(0)!r}, but facts.job is "
                                      f"{facts.job!r}")
                     return
         own = {words.job_synonyms.get(w, w) for w in job}
-        subject = r"(?:(?:^|[.;!?]\s+)(?:i am|i'm|im|she is|he is|she's|he's)|\b(?:i work as|works as|working as))"
-        for found in re.finditer(rf"{subject}\s+(?:a|an)\s+((?:[\w-]+\s+){{0,2}}?[\w-]+)\b", text, re.IGNORECASE):
+        subject = r"(?:(?:^|[.;!?]\s+)(?:i am|i'm|im|she is|he is|she's|he's|as)|\b(?:i work as|works as|working as))"
+        for found in _compiled(rf"{subject}\s+(?:a|an)\s+((?:[\w-]+\s+){{0,2}}?[\w-]+)\b").finditer(text):
             last = found.group(1).split()[-1].lower()
             if last in words.jobs and words.job_synonyms.get(last, last) not in own:
                 yield InputError(field.file, field.field, f"{found.group(0).strip()!r}, but facts.job "
@@ -222,7 +298,7 @@ def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
     if facts.home:
         home = name_words(facts.home)
         for template in words.homes:
-            place = re.search(template.replace("{place}", r"(?-i:([A-Z][\w'-]+))"), text, re.IGNORECASE)
+            place = _compiled(template.replace("{place}", r"(?-i:([A-Z][\w'-]+))")).search(text)
             if place and place.group(1) not in home:
                 yield InputError(field.file, field.field, f"{place.group(0)!r}, but facts.home is "
                                  f"{facts.home!r}")
@@ -235,17 +311,27 @@ def _generations(reg: Registry, persona: Persona) -> Iterator[InputError]:
         return
     file, born = display_path(reg.current.personas[persona.id][0]), persona.facts.born
     words = prose_words()
-    for i, rel in enumerate(persona.facts.relatives):
+    recorded: list[tuple[str, str, Relative | CastMember]] = [
+        (file, f"facts.relatives[{i}]", rel) for i, rel in enumerate(persona.facts.relatives)]
+    for scenario_id in sorted({c.scenario.id for c in reg.edition_cases() if c.persona.id == persona.id}):
+        path, scenario = reg.current.scenarios[scenario_id]
+        recorded += [(display_path(path), f"cast[{i}]", m) for i, m in enumerate(scenario.cast or [])]
+    for where, field, rel in recorded:
         kind = relation_word(rel.relation)
         if rel.born is None:
             continue
         if kind in words.children and rel.born < born + MIN_PARENT_AGE:
-            yield InputError(file, f"facts.relatives[{i}].born", f"{rel.name} ({rel.relation}) born "
-                             f"{rel.born}, {born - rel.born} years before or under {MIN_PARENT_AGE} after "
-                             f"{persona.name} ({born})")
+            yield InputError(where, f"{field}.born", f"{rel.name} ({rel.relation}) born {rel.born}, "
+                             f"{_when(rel.born, born, persona.name)}: a parent is at least {MIN_PARENT_AGE}")
         if kind in words.parents and rel.born > born - MIN_PARENT_AGE:
-            yield InputError(file, f"facts.relatives[{i}].born", f"{rel.name} ({rel.relation}) born "
-                             f"{rel.born}, less than {MIN_PARENT_AGE} years before {persona.name} ({born})")
+            yield InputError(where, f"{field}.born", f"{rel.name} ({rel.relation}) born {rel.born}, "
+                             f"{_when(born, rel.born, rel.name)}: a parent is at least {MIN_PARENT_AGE}")
+
+
+def _when(child: int, parent: int, parent_name: str) -> str:
+    if child < parent:
+        return f"{parent - child} years before {parent_name} ({parent})"
+    return f"when {parent_name} (born {parent}) was {child - parent}"
 
 
 _SHE = re.compile(r"\b(?:she|her|hers|herself)\b", re.IGNORECASE)
@@ -265,12 +351,23 @@ def _pronouns(reg: Registry) -> Iterator[InputError]:
     for case in reg.edition_cases():
         players.setdefault(case.scenario.id, set()).add(pronoun_of(case.persona))
     for scenario_id, pronouns in players.items():
-        if len(pronouns) != 1 or None in pronouns:
-            continue  # played by people of either pronoun: the "They" template, checked elsewhere
         pronoun = next(iter(pronouns))
+        if len(pronouns) != 1 or pronoun is None:
+            continue  # played by people of either pronoun: the "They" template, checked elsewhere
         path, scenario = reg.current.scenarios[scenario_id]
         for i, stage in enumerate(scenario.stages):
-            start = _STAGE_PRONOUN.match(stage)
-            if start and ("she" if start.group(1) in ("She", "Her") else "he") != pronoun:
-                yield InputError(display_path(path), f"stages[{i}]", f"starts with {start.group(1)!r}, "
-                                 f"but the persona who plays it is '{pronoun}' in its card")
+            if problem := _pronoun_problem(stage, pronoun):
+                yield InputError(display_path(path), f"stages[{i}]", problem)
+    for case in reg.edition_cases():
+        pronoun = pronoun_of(case.persona)
+        if pronoun is not None and case.case_need is not None:
+            if problem := _pronoun_problem(case.case_need.text, pronoun):
+                source = reg.current.sources[case.id]
+                yield InputError(source.file, source.field("hidden_need.text"), problem)
+
+
+def _pronoun_problem(text: str, pronoun: str) -> str | None:
+    start = _STAGE_PRONOUN.match(text)
+    if start and ("she" if start.group(1) in ("She", "Her") else "he") != pronoun:
+        return f"starts with {start.group(1)!r}, but the persona is '{pronoun}' in its own card"
+    return None
