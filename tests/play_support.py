@@ -39,15 +39,22 @@ class PlayServer:
                 return
         raise RuntimeError("emobench play did not start: " + "".join(lines)[-3000:])
 
-    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any]:
+    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
+             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        status, _, data = self.exchange(method, path, body, raw, headers)
+        return status, json.loads(data or b"{}")
+
+    def exchange(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
+                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        """Status, headers and body of one request (JSON unless raw is given)."""
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         request = urllib.request.Request(self.url + path, method=method, data=data,
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json", **(headers or {})})
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
-                return response.status, json.loads(response.read())
+                return response.status, dict(response.headers), response.read()
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"{}")
+            return exc.code, dict(exc.headers), exc.read()
 
     def text(self, path: str) -> str:
         with urllib.request.urlopen(self.url + path, timeout=60) as response:

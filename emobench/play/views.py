@@ -66,7 +66,7 @@ def episode_view(hub: PlayHub, live: Live) -> dict[str, Any]:
         "subject": subject_letters(hub).get(head.subject, "you"),
         "turn": state.turn,
         "messages": messages,
-        "done": live.finished or state.done,
+        "done": live.episode is not None or state.done,
         "error": live.error,
         "your_turn": not state.done and (state.awaiting_user if hub.seat == "user" else True),
     }
