@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -30,14 +31,23 @@ class PlayServer:
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=REPO,
         )
         assert self.process.stderr is not None
+        self.later: list[str] = []
         lines = []
         for line in self.process.stderr:
             lines.append(line)
             found = re.search(r"(http://\S+/)", line)
             if found:
                 self.url = found.group(1).rstrip("/")
+                self.startup = lines  # what it said before it listened (repairs)
+                threading.Thread(target=self._drain, daemon=True).start()
                 return
         raise RuntimeError("emobench play did not start: " + "".join(lines)[-3000:])
+
+    def _drain(self) -> None:
+        """Read what it says while it serves, so a full pipe never stalls it."""
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.later.append(line)
 
     def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
              headers: dict[str, str] | None = None) -> tuple[int, Any]:

@@ -237,7 +237,8 @@ def test_6_quotas_and_idempotency(user_server: PlayServer, fake: FakeOpenAIServe
     for thread, _ in threads:
         thread.join(60)
     fake.state.latency_s = 0.0
-    assert [out[0][1]["messages"] for _, out in threads][0] == [out[0][1]["messages"] for _, out in threads][1]
+    (one, two) = [out[0] for _, out in threads]
+    assert one[0] == two[0] == 200 and one[1]["messages"] == two[1]["messages"]
     journal = run / "play" / "journal" / f"{first['id']}.jsonl"
     assert sum(line["kind"] == "turn" for line in lines(journal)) == 2  # the opening and one turn, not two
     assert server.call("POST", f"/api/p/{token}/episodes", {"case": CASE})[0] == 200

@@ -93,6 +93,8 @@ class PlayStore:
         self._write = asyncio.Lock()  # every append and rewrite of the run directory's files
         self._finalizing = threading.Lock()
         self._pending: set[asyncio.Future[None]] = set()
+        self._scoring: asyncio.Future[None] | None = None
+        self._stale = False
 
     # --- players -------------------------------------------------------------------------
     def _read_players(self) -> list[Player]:
@@ -216,9 +218,17 @@ class PlayStore:
         return removed
 
     def refinalize(self) -> None:
-        task = asyncio.ensure_future(asyncio.to_thread(self.finalize))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        """Score the run again in the background; requests while it runs fold into one more pass."""
+        self._stale = True
+        if self._scoring is None or self._scoring.done():
+            self._scoring = asyncio.ensure_future(self._rescore())
+            self._pending.add(self._scoring)
+            self._scoring.add_done_callback(self._pending.discard)
+
+    async def _rescore(self) -> None:
+        while self._stale:
+            self._stale = False
+            await asyncio.to_thread(self.finalize)
 
     async def settle(self) -> None:
         """Wait for the scoring still running (the server calls this before it stops)."""
