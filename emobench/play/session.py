@@ -221,6 +221,9 @@ class PlayHub:
                     if not text:
                         raise PlayError("write a message first")
                     move = self._move(live, text, meter, leave=False)
+                elif text:  # the opening is unanswered: a message now would go unread
+                    raise PlayError("the model has not answered yet: ask it again with an empty send; "
+                                    "your message is not sent", status=409)
                 await self._play(live, move, None, time.monotonic() - live.shown_at, request)
             else:
                 if not text:

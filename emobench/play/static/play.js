@@ -171,8 +171,11 @@ function playerPage() {
   $("send").addEventListener("click", async () => {
     if (!current) return;
     const key = actionKey();
-    const view = await busy(() => api("POST", base + "/episodes/" + current.id + "/turn", move(), key));
-    if (view) { $("message").value = ""; render(view); }
+    const body = move();
+    const retry = current.retry_opening;  // the model's first reply is missing: ask again, keep the text
+    if (retry) body.message = "";
+    const view = await busy(() => api("POST", base + "/episodes/" + current.id + "/turn", body, key));
+    if (view) { if (!retry) $("message").value = ""; render(view); }
   });
   $("leave").addEventListener("click", async () => {
     if (!current) return;
