@@ -3,13 +3,14 @@
 `repair` runs before the server listens and returns one note per repair: a torn or corrupt
 journal tail is cut, a delete that a stop interrupted is finished, a journal without a head
 line and a person's record without a journal (both left by a delete an older server undid) are
-removed. `catch_up` runs in the background while people play: it writes the record of every
+removed, and so is the temporary file of a rewrite that a kill interrupted. `catch_up` runs in the background while people play: it writes the record of every
 episode that ended but has none, and judges every finished episode that has no judgement.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import Callable
 
@@ -29,9 +30,24 @@ def _texts(episode: Episode) -> list[str]:
     return [t.user.message for t in episode.turns] + ([episode.last_user.message] if episode.last_user else [])
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def repair(store: PlayStore) -> list[str]:
     """Load the journals' heads, repairing what needs it; the notes say what was done."""
     notes: list[str] = []
+    for path in sorted(store.rd.path.rglob(".*.tmp-*")):  # a rewrite a kill interrupted: it may hold deleted words
+        pid = path.name.rpartition("-")[2]
+        if path.is_file() and pid.isdigit() and not _alive(int(pid)):
+            path.unlink()
+            notes.append(f"{path.relative_to(store.rd.path)}: removed a half-done rewrite")
     for path in sorted(store.journals.iterdir()):
         name = path.relative_to(store.rd.path)
         if not (path.is_file() and JOURNAL.fullmatch(path.name)):
