@@ -3,8 +3,9 @@
 `repair` runs before the server listens and returns one note per repair: a torn or corrupt
 journal tail is cut, a delete that a stop interrupted is finished, a journal without a head
 line and a person's record without a journal (both left by a delete an older server undid) are
-removed, and so is the temporary file of a rewrite that a kill interrupted. `catch_up` runs in the background while people play: it writes the record of every
-episode that ended but has none, and judges every finished episode that has no judgement.
+removed, and so is the temporary file of a rewrite that a kill interrupted. `catch_up` runs in
+the background while people play: it writes the record of every episode that ended but has
+none, and judges every finished episode that has no judgement.
 """
 
 from __future__ import annotations
