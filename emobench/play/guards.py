@@ -162,8 +162,11 @@ def _error_response(exc: Exception) -> web.Response:
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
-    """The request's JSON object: flat, valid Unicode, of text, numbers, true/false and null."""
-    raw = await request.read()
+    return parse_body(await request.read())
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """A request's JSON object: flat, valid Unicode, of text, numbers, true/false and null."""
     try:
         data = orjson.loads(raw)  # refuses lone surrogates and invalid UTF-8, unlike json.loads
     except orjson.JSONDecodeError as exc:

@@ -108,7 +108,7 @@ def _lines(path: Path) -> tuple[list[JournalLine], int, str | None]:
 
 def _journal(lines: list[JournalLine]) -> Journal | None:
     heads = [line for line in lines if isinstance(line, JournalHead)]
-    if len(heads) != 1 or lines[0] is not heads[0]:
+    if len(heads) != 1 or not lines or lines[0] is not heads[0]:
         return None
     turns = [line for line in lines if isinstance(line, JournalTurn)]
     stops = [line for line in lines if isinstance(line, JournalStop)]

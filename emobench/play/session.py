@@ -271,7 +271,8 @@ class PlayHub:
             raise PlayError("no such episode", status=404)
         self.store.deleted.add(episode_id)  # before the wait: the request in progress and every queued one see it
         async with self._lock(episode_id):
-            texts = journal.read_journal(self.store.journal_path(episode_id)).texts()
+            path = self.store.journal_path(episode_id)
+            texts = journal.read_journal(path).texts() if path.exists() else []
             self.live.pop(episode_id, None)
             return await self.store.delete(head, texts)
 
