@@ -65,9 +65,10 @@ async def serve(
     from emobench.judging.mdep import judge_turn
     from emobench.judging.stage import bind_panel
     from emobench.play.guards import Guard
+    from emobench.play.rebuild import Bound
     from emobench.play.recovery import catch_up, repair
     from emobench.play.server import STATIC, TEMPLATES, make_app
-    from emobench.play.session import Bound, PlayHub, Quota
+    from emobench.play.session import PlayHub, Quota
     from emobench.play.store import PlayStore, page_version
     from emobench.preflight import preflight
     from emobench.registry import load_registry

@@ -15,47 +15,25 @@ the judges.
 from __future__ import annotations
 
 import asyncio
-import copy
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Literal
 
 from emobench.episode.probe import run_probe
-from emobench.episode.roles import EpisodePrompts, Limits, Provenance, RoleCaller, WorldRoles
+from emobench.episode.roles import WorldRoles
 from emobench.episode.stepper import EpisodeState, now, subject_conversation
 from emobench.errors import EndpointError
 from emobench.play import journal
 from emobench.play.journal import JournalHead, JournalResume, JournalStop, JournalTurn
+from emobench.play.rebuild import Bound, fork, human_reply, open_state, rebuild
 from emobench.play.store import Deleted, Player, PlayError, PlayStore
-from emobench.records import Episode, HumanSeat, ModelCall, RoleInfo, Sampling, UserMove
+from emobench.records import Episode, HumanSeat, ModelCall, UserMove
 from emobench.registry import Case
 
 Seat = Literal["user", "subject"]
 MAX_MESSAGE = 4000  # characters of one message a person may send
 RETRY = "Your conversation is kept; send again to retry."
-
-
-def human_info(player: str) -> RoleInfo:
-    return RoleInfo(label=player, model="human", endpoint="emobench-play", sampling=Sampling())
-
-
-def human_reply(player: str, seed: int, text: str, seconds: float) -> ModelCall:
-    """A person's reply as the subject, recorded as the subject's call; latency is their writing time."""
-    return ModelCall(
-        role="subject", label=player, model="human", endpoint="emobench-play", sampling=Sampling(), seed=seed,
-        template="none", latency_s=round(seconds, 3), text=text,
-    )
-
-
-def fork(state: EpisodeState) -> EpisodeState:
-    """A copy to play one turn on. The stepper only appends to its lists and replaces its other
-    fields, so copying the lists and the EPM engine keeps the original as it was."""
-    work = copy.copy(state)
-    work.engine = copy.deepcopy(state.engine)
-    work.history, work.transcript, work.calls, work.turns = (
-        list(state.history), list(state.transcript), list(state.calls), list(state.turns))
-    return work
 
 
 @dataclass
@@ -71,17 +49,6 @@ class Live:
     resumed: int = 0
     requests: set[str] = field(default_factory=set)
     episode: Episode | None = None  # the record, once written
-
-
-@dataclass(frozen=True)
-class Bound:
-    """What the hub plays with: the world's roles (user None in the user seat mode) and the subjects."""
-
-    world: WorldRoles
-    subjects: dict[str, RoleCaller]
-    prompts: EpisodePrompts
-    limits: Limits
-    provenance: Provenance
 
 
 @dataclass(frozen=True)
@@ -371,50 +338,20 @@ class PlayHub:
         return None
 
     def _open_state(self, head: JournalHead, world: WorldRoles) -> EpisodeState:
-        case, bound = self.cases[head.case_id], self.bound
-        if head.seat == "user":
-            subject = bound.subjects[head.subject].info
-            return EpisodeState.open(case, world, bound.prompts, head.seed, bound.limits, subject, human_info(head.player))
-        return EpisodeState.open(case, world, bound.prompts, head.seed, bound.limits, human_info(head.player))
+        return open_state(self.bound, self.cases[head.case_id], head, world)
 
     async def _rebuild(self, read: journal.Journal) -> Live:
         """The episode as it stood after its last journalled turn, every model call answered from the journal."""
-        head, turns, stop = read.head, read.turns, read.stop
+        head = read.head
         if head.case_id not in self.cases:
             raise PlayError(f"case {head.case_id!r} is not served here", status=404)
-        recorded = [call for turn in turns for call in turn.calls]
-        world = self.bound.world
-        replaying = WorldRoles(
-            user=journal.replay_caller(world.user, "user", recorded) if world.user else None,
-            judges=tuple(journal.replay_caller(j, "judge", recorded) for j in world.judges),
-            judge_turn=world.judge_turn,
-            director=journal.replay_caller(world.director, "director", recorded) if world.director else None,
-        )
-        state = self._open_state(head, replaying)
-        live = Live(head, state, requests=set(read.requests))
-        for turn in turns:
-            if head.seat == "user":
-                if turn.move is not None:
-                    state.take_user(turn.move)
-                subject = journal.replay_caller(self.bound.subjects[head.subject], "subject", recorded)
-                reply = await subject.ask(state.subject_messages(), state.subject_seed(), self.bound.prompts.subject_system)
-            else:
-                reply = human_reply(head.player, state.subject_seed(), turn.reply or "", turn.human_s)
-            await state.advance(reply)
-            live.human_s.append(turn.human_s)
-            live.model_s.append(turn.model_s)
-        state.roles, state.started = world, head.started_at
-        if stop is not None and not state.done:
-            if stop.move is not None and state.awaiting_user:
-                state.take_user(stop.move)
-            else:
-                state.stop(stop.reason)
+        state = await rebuild(self.bound, self.cases[head.case_id], read)
+        live = Live(head, state, [t.human_s for t in read.turns], [t.model_s for t in read.turns], requests=set(read.requests))
         if head.key in self.store.done_keys():
             live.episode = next((e for e in self.store.rd.read_episodes() if e.key == head.key), None)
         elif head.seat == "user" and not state.done and not state.awaiting_user:
             live.error = f"The model has not answered the opening yet. {RETRY}"
         return live
-
 
 def _short(problem: str) -> str:
     """The kind of fault, never an address: the first words before any URL or colon."""
