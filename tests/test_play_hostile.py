@@ -338,3 +338,47 @@ def test_8_ended_but_unwritten_is_completed_at_start_up(config: Path, fake: Fake
         again.stop()
     assert [e["stop_reason"] for e in lines(run / "episodes.jsonl")] == ["user_left"]
     assert len(lines(run / "judgements.jsonl")) == 1
+
+
+def test_1_the_server_starts_on_what_crashes_and_undone_deletes_left(config: Path, tmp_path: Path) -> None:
+    """A journal with no head (what an undone delete left), a torn and a corrupt tail, a person's record
+    without a journal, an interrupted rewrite, a delete cut short: each repaired and named at start-up."""
+    run = tmp_path / "run"
+    server = PlayServer(config, "user", run)
+    try:
+        ann, bob = server.join("ann"), server.join("bob")
+        _, done = server.call("POST", f"/api/p/{ann}/episodes", {"case": CASE})
+        server.call("POST", f"/api/p/{ann}/episodes/{done['id']}/leave", {"message": "ann's goodbye", "meter": 50})
+        _, torn = server.call("POST", f"/api/p/{ann}/episodes", {"case": CASE})
+        server.call("POST", f"/api/p/{ann}/episodes/{torn['id']}/turn", {"message": "ann keeps this", "meter": 50})
+        _, gone = server.call("POST", f"/api/p/{bob}/episodes", {"case": CASE})
+        server.call("POST", f"/api/p/{bob}/episodes/{gone['id']}/turn", {"message": "bob deleted this", "meter": 50})
+    finally:
+        server.kill()
+    journals = run / "play" / "journal"
+    with open(journals / f"{torn['id']}.jsonl", "ab") as fh:
+        fh.write(b'{"kind": "turn", "index": 3, "hum')  # torn by the kill
+    turn = next(line for line in (journals / f"{torn['id']}.jsonl").read_text().splitlines() if '"turn"' in line)
+    (journals / "00000000000000aa.jsonl").write_text(turn.replace("ann keeps this", "ghost words") + "\n")
+    record = json.loads((run / "episodes.jsonl").read_text().splitlines()[0])
+    record["key"] = record["key"].replace("human:ann", "human:ghost")
+    record["turns"][-1]["user"]["message"] = "ghost words"
+    with open(run / "episodes.jsonl", "a") as fh:
+        fh.write(json.dumps(record) + "\n")
+    (run / ".judgements.jsonl.tmp-999999").write_text("ghost words\n")
+    with open(run / "play" / "deleted.jsonl", "a") as fh:  # the delete was cut short after its tombstone
+        fh.write(json.dumps({"episode_id": gone["id"], "at": "x"}) + "\n")
+    again = PlayServer(config, "user", run)
+    try:
+        notes = "".join(again.startup)
+        assert notes.count("repaired") == 5, notes
+        for name in (f"{torn['id']}.jsonl", "00000000000000aa.jsonl", "human:ghost", ".judgements.jsonl.tmp-999999",
+                     f"{gone['id']}.jsonl"):
+            assert name in notes
+        status, view = again.call("GET", f"/api/p/{ann}/episodes/{torn['id']}")
+        assert status == 200 and "ann keeps this" in json.dumps(view) and view["your_turn"]
+        assert again.call("GET", f"/api/p/{bob}/episodes/{gone['id']}")[0] in (404, 410)
+    finally:
+        again.stop()
+    assert files_holding(run, ["ghost words", "bob deleted this", "human:ghost"]) == []
+    assert "ann's goodbye" in (run / "episodes.jsonl").read_text()

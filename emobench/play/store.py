@@ -92,6 +92,7 @@ class PlayStore:
         self.heads: dict[str, JournalHead] = {}
         self._write = asyncio.Lock()  # every append and rewrite of the run directory's files
         self._finalizing = threading.Lock()
+        self._players_file = threading.Lock()  # joins append in the event loop, a delete rewrites in a thread
         self._pending: set[asyncio.Future[None]] = set()
         self._scoring: asyncio.Future[None] | None = None
         self._stale = False
@@ -112,18 +113,20 @@ class PlayStore:
             raise PlayError(f"the handle {handle!r} is taken; choose another")
         token = secrets.token_urlsafe(18)
         player = Player(handle, token_hash(token), now())
-        append_line(self.players_file, orjson.dumps(player.__dict__))
+        with self._players_file:
+            append_line(self.players_file, orjson.dumps(player.__dict__))
         self._players[player.token_sha256] = player
         return token
 
     def player(self, token: str) -> Player | None:
         return self._players.get(token_hash(token))
 
-    def _forget(self, player: Player) -> None:
-        """Remove a player with no episode left: their handle leaves players.jsonl, their link stops working."""
-        self._players.pop(player.token_sha256, None)
-        kept = [line for _, line in whole_lines(self.players_file) if orjson.loads(line)["token_sha256"] != player.token_sha256]
-        atomic_write_bytes(self.players_file, b"".join(kept))
+    def _forget_player(self, player: Player) -> None:
+        """Remove a player with no episode left from players.jsonl (their link stops working)."""
+        with self._players_file:  # a join appending meanwhile would be lost by the rewrite
+            kept = [line for _, line in whole_lines(self.players_file)
+                    if orjson.loads(line)["token_sha256"] != player.token_sha256]
+            atomic_write_bytes(self.players_file, b"".join(kept))
 
     # --- episodes ------------------------------------------------------------------------
     def journal_path(self, episode_id: str) -> Path:
@@ -187,35 +190,55 @@ class PlayStore:
         return True
 
     async def delete(self, head: JournalHead, texts: list[str]) -> dict[str, int]:
-        """Tombstone the episode, then remove every trace of it from the run directory; then score again."""
+        """Tombstone the episode, then remove every trace of it from the run directory; then score again.
+        The files are rewritten in a thread; what this process holds in memory changes here, in the loop."""
         async with self._write:
             self.deleted.add(head.episode_id)
             await asyncio.to_thread(append_line, self.tombstones, orjson.dumps({"episode_id": head.episode_id, "at": now()}))
-            removed = await asyncio.to_thread(self.scrub, head, texts)
+            removed = await asyncio.to_thread(self._scrub_files, head.key, head.subject, head.case_id, head.seed, texts,
+                                              self.journal_path(head.episode_id))
+            player = self._forget_episode(head)
+            if player is not None:
+                await asyncio.to_thread(self._forget_player, player)
+                removed["play/players.jsonl"] = 1
         self.refinalize()
         return removed
 
-    def scrub(self, head: JournalHead, texts: list[str]) -> dict[str, int]:
-        """The files' part of a delete (also run at start-up for a delete a crash interrupted)."""
-        removed = self.scrub_record(head.key, head.subject, head.case_id, head.seed, texts)
-        self.heads.pop(head.episode_id, None)
-        self.journal_path(head.episode_id).unlink(missing_ok=True)  # last: its words found the other copies
-        player = self._players.get(head.token_sha256)
-        if player is not None and not self.episodes_of(player.token_sha256):
-            self._forget(player)
-            removed["play/players.jsonl"] = 1
-        return removed
+    def scrub(self, head: JournalHead, texts: list[str]) -> None:
+        """A delete's files and memory at once (start-up, before the server serves anything)."""
+        self._scrub_files(head.key, head.subject, head.case_id, head.seed, texts, self.journal_path(head.episode_id))
+        player = self._forget_episode(head)
+        if player is not None:
+            self._forget_player(player)
 
-    def scrub_record(self, key: str, subject: str, case_id: str, seed: int, texts: list[str]) -> dict[str, int]:
+    def scrub_record(self, key: str, subject: str, case_id: str, seed: int, texts: list[str]) -> None:
+        """A record without a journal (start-up): its files and its keys."""
+        self._scrub_files(key, subject, case_id, seed, texts, None)
+        self._done.discard(key)
+        self._judged.discard(key)
+
+    def _scrub_files(self, key: str, subject: str, case_id: str, seed: int, texts: list[str],
+                     journal_path: Path | None) -> dict[str, int]:
         """Remove the record and every copy of it; the scores made from it go too, until `refinalize`
         writes them again (after the scoring in progress, which may have read it)."""
         with self._finalizing:
             removed = scrub(self.rd, key, subject, case_id, seed, texts)
             for path in (self.rd.scores, self.rd.report, self.rd.leaderboard, self.rd.pairwise):
                 path.unlink(missing_ok=True)
-        self._done.discard(key)
-        self._judged.discard(key)
+        if journal_path is not None:
+            journal_path.unlink(missing_ok=True)  # last: its words found the other copies
         return removed
+
+    def _forget_episode(self, head: JournalHead) -> Player | None:
+        """Drop the episode from memory; the player too when it was their last (returned: their line goes)."""
+        self._done.discard(head.key)
+        self._judged.discard(head.key)
+        self.heads.pop(head.episode_id, None)
+        player = self._players.get(head.token_sha256)
+        if player is None or self.episodes_of(player.token_sha256):
+            return None
+        self._players.pop(player.token_sha256, None)
+        return player
 
     def refinalize(self) -> None:
         """Score the run again in the background; requests while it runs fold into one more pass."""
