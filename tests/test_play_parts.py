@@ -114,3 +114,14 @@ def test_repair_keeps_the_whole_lines_before_any_damage(tmp_path_factory: pytest
     assert (read is None) == (lines == 0)
     if read is not None:
         assert len(read.turns) == sum(orjson.loads(line)["kind"] == "turn" for line in kept.splitlines())
+
+
+def test_the_play_section_is_not_part_of_the_config_hash() -> None:
+    from emobench.config import PanelConfig, PlayConfig, RoleConfig, RunConfig
+
+    role = RoleConfig(binding="vllm:x")
+    plain = RunConfig(subjects=[role], user=role, panel=PanelConfig(judges=[role]))
+    limited = plain.model_copy(update={"play": PlayConfig(open_per_player=1, allowed_origins=["https://a.example"])})
+    assert plain.config_hash() == limited.config_hash()
+    with pytest.raises(ValueError):
+        PlayConfig(allowed_origins=["https://a.example/path"])  # an origin has no path
