@@ -1,9 +1,10 @@
 """Removing a deleted episode from every file of the run directory.
 
 The record and its judgements are found by key; pairwise verdicts by (case, seed, subject), and
-the pairwise judges' calls by the seeds those comparisons used; logs and any HTML page (report.html)
-by the person's own words. Scores, reports and leaderboards are written again afterwards by the
-store. Copies written outside the run directory (`emobench report -o`) are out of reach.
+the pairwise judges' calls by the seeds those comparisons used; logs and any HTML page
+(report.html) by the person's own words. faults.jsonl holds no text (endpoint, kind, time) and is
+left alone. Scores, reports and leaderboards are written again afterwards by the store. Copies
+written outside the run directory (`emobench report -o`) are out of reach.
 """
 
 from __future__ import annotations
@@ -91,8 +92,7 @@ def scrub(rd: RunDir, key: str, subject: str, case_id: str, seed: int, texts: li
     def clean(line: bytes) -> bool:
         return not any(word in line for word in words)
 
-    for path in (rd.pairwise_calls, rd.faults):
-        removed[path.name] = removed.get(path.name, 0) + _rewrite(path, clean)
+    removed[rd.pairwise_calls.name] = removed.get(rd.pairwise_calls.name, 0) + _rewrite(rd.pairwise_calls, clean)
     if rd.logs.is_dir():
         for path in sorted(rd.logs.rglob("*")):
             if path.is_file():
