@@ -40,12 +40,12 @@ def slow(kind: str, seconds: float) -> Callable[[dict[str, Any]], str]:
 
 
 def quoting(body: dict[str, Any]) -> str:
-    """Judges that quote the conversation in their evidence, as real ones do."""
+    """Judges that quote the conversation in their evidence and reasons, as real ones do."""
     answer = default_responder(body)
-    if _kind(body) == "holistic_verdict":
+    if _kind(body) in ("holistic_verdict", "pairwise_verdict"):
         data = json.loads(answer)
         for dim in data.values():
-            dim["evidence"] = body["messages"][-1]["content"][-300:]
+            dim["evidence" if "evidence" in dim else "reason"] = body["messages"][-1]["content"][-600:]
         answer = json.dumps(data)
     return answer
 
@@ -382,3 +382,39 @@ def test_1_the_server_starts_on_what_crashes_and_undone_deletes_left(config: Pat
         again.stop()
     assert files_holding(run, ["ghost words", "bob deleted this", "human:ghost"]) == []
     assert "ann's goodbye" in (run / "episodes.jsonl").read_text()
+
+
+def test_8_a_delete_reaches_the_pairwise_files_of_a_panel(config: Path, fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    """Two supporters on one case and seed, compared pairwise by `emobench judge --panel`; one deletes."""
+    run = tmp_path / "people"
+    fake.state.responder = quoting
+    server = PlayServer(config, "supporter", run)
+    try:
+        ids = {}
+        for handle in ("pam", "quinn"):
+            token = server.join(handle)
+            _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": CASE})
+            path = f"/api/p/{token}/episodes/{view['id']}"
+            assert server.call("POST", path + "/turn", {"message": f"{handle} answers in {handle}'s own words"})[0] == 200
+            assert server.call("POST", path + "/leave", {"message": ""})[0] == 200
+            ids[handle] = (token, view["id"])
+        panel = tmp_path / "pair.yaml"
+        panel.write_text(json.dumps({"name": "pair", "judges": [
+            {"binding": f"openai:fake-model@{fake.base_url}", "label": "judge-x"}]}))
+        judged = emobench("judge", str(run), "--panel", str(panel), "--no-cache")
+        assert judged.returncode == 0, judged.stderr
+        pair = run / "panels" / "pair"
+        words = ["quinn answers in quinn's own words", "human:quinn"]
+        assert {"panels/pair/pairwise.jsonl", "panels/pair/pairwise_calls.jsonl", "panels/pair/judgements.jsonl"} <= set(
+            files_holding(run, words))
+        token, episode = ids["quinn"]
+        assert server.call("DELETE", f"/api/p/{token}/episodes/{episode}")[0] == 200
+        assert files_holding(run, words) == []
+        assert lines(pair / "pairwise.jsonl") == [] and lines(pair / "pairwise_calls.jsonl") == []
+        assert [j["key"] for j in lines(pair / "judgements.jsonl")] == ["human:pam|demo3-01|0|human:pam"]
+        again = emobench("judge", str(run), "--panel", str(panel), "--no-cache")  # the panel's scores, anew
+        assert again.returncode == 0, again.stderr
+        assert len(pd.read_parquet(pair / "scores.parquet")) == 1
+    finally:
+        server.stop()
+        fake.state.responder = default_responder

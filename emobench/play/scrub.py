@@ -65,8 +65,8 @@ def _pairwise_seeds(dropped: list[dict[str, Any]]) -> set[tuple[str, int]]:
     return seeds
 
 
-def scrub(rd: RunDir, key: str, subject: str, case_id: str, seed: int, texts: list[str]) -> dict[str, int]:
-    """Remove the episode from the run directory's files; returns lines (or files) removed per file."""
+def _scrub_one(rd: RunDir, key: str, subject: str, case_id: str, seed: int, words: list[bytes]) -> dict[str, int]:
+    """One run directory's records, judgements, pairwise files and logs (the run's, or a panel's)."""
     removed: dict[str, int] = {}
     for path in (rd.episodes, rd.judgements):
         removed[path.name] = _rewrite(path, lambda line: _record(line).get("key") != key)
@@ -81,25 +81,36 @@ def scrub(rd: RunDir, key: str, subject: str, case_id: str, seed: int, texts: li
         return not mine
 
     removed[rd.pairwise_log.name] = _rewrite(rd.pairwise_log, other_pair)
-    if dropped:
-        seeds = _pairwise_seeds(dropped)
-        removed[rd.pairwise_calls.name] = _rewrite(
-            rd.pairwise_calls, lambda line: (_record(line).get("label"), _record(line).get("seed")) not in seeds
-        )
-        rd.pairwise.unlink(missing_ok=True)  # written again from what is left when the run is scored
-    words = needles(texts, key)
+    seeds = _pairwise_seeds(dropped)
 
     def clean(line: bytes) -> bool:
         return not any(word in line for word in words)
 
-    removed[rd.pairwise_calls.name] = removed.get(rd.pairwise_calls.name, 0) + _rewrite(rd.pairwise_calls, clean)
+    removed[rd.pairwise_calls.name] = _rewrite(
+        rd.pairwise_calls, lambda line: clean(line) and (_record(line).get("label"), _record(line).get("seed")) not in seeds
+    )
     if rd.logs.is_dir():
         for path in sorted(rd.logs.rglob("*")):
             if path.is_file():
                 removed[f"logs/{path.name}"] = _rewrite(path, clean)
+    return removed
+
+
+def scrub(rd: RunDir, key: str, subject: str, case_id: str, seed: int, texts: list[str]) -> dict[str, int]:
+    """Remove the episode from the run directory's files, and from every panel's that `emobench judge
+    --panel` wrote inside it; returns lines (or files) removed per file."""
+    words = needles(texts, key)
+    removed = _scrub_one(rd, key, subject, case_id, seed, words)
+    panels = sorted(p for p in (rd.path / "panels").glob("*") if p.is_dir())
+    for folder in panels:
+        panel = RunDir(folder)
+        for name, n in _scrub_one(panel, key, subject, case_id, seed, words).items():
+            removed[f"panels/{folder.name}/{name}"] = n
+        # Its scores came from the deleted episode too; `emobench judge --panel` writes them again.
+        for path in (panel.scores, panel.report, panel.leaderboard, panel.pairwise):
+            path.unlink(missing_ok=True)
     for path in sorted(rd.path.rglob("*.htm*")):  # report.html shows transcripts; `emobench report` writes it again
         if any(word in path.read_bytes() for word in words):
             path.unlink()
             removed[str(path.relative_to(rd.path))] = 1
     return {name: n for name, n in removed.items() if n}
-
