@@ -353,9 +353,16 @@ def test_1_the_server_starts_on_what_crashes_and_undone_deletes_left(config: Pat
         server.call("POST", f"/api/p/{ann}/episodes/{torn['id']}/turn", {"message": "ann keeps this", "meter": 50})
         _, gone = server.call("POST", f"/api/p/{bob}/episodes", {"case": CASE})
         server.call("POST", f"/api/p/{bob}/episodes/{gone['id']}/turn", {"message": "bob deleted this", "meter": 50})
+        _, kept = server.call("POST", f"/api/p/{bob}/episodes", {"case": CASE})
     finally:
         server.kill()
     journals = run / "play" / "journal"
+    # The cut-short delete's journal is read first, before bob's other episode: bob must keep his handle.
+    first = "0000000000000001"
+    text = (journals / f"{gone['id']}.jsonl").read_text().replace(gone["id"], first)
+    (journals / f"{gone['id']}.jsonl").unlink()
+    (journals / f"{first}.jsonl").write_text(text)
+    gone["id"] = first
     with open(journals / f"{torn['id']}.jsonl", "ab") as fh:
         fh.write(b'{"kind": "turn", "index": 3, "hum')  # torn by the kill
     turn = next(line for line in (journals / f"{torn['id']}.jsonl").read_text().splitlines() if '"turn"' in line)
@@ -377,7 +384,8 @@ def test_1_the_server_starts_on_what_crashes_and_undone_deletes_left(config: Pat
             assert name in notes
         status, view = again.call("GET", f"/api/p/{ann}/episodes/{torn['id']}")
         assert status == 200 and "ann keeps this" in json.dumps(view) and view["your_turn"]
-        assert again.call("GET", f"/api/p/{bob}/episodes/{gone['id']}")[0] in (404, 410)
+        assert again.call("GET", f"/api/p/{bob}/episodes/{gone['id']}")[0] == 410
+        assert [e["id"] for e in again.call("GET", f"/api/p/{bob}")[1]["episodes"]] == [kept["id"]]
     finally:
         again.stop()
     assert files_holding(run, ["ghost words", "bob deleted this", "human:ghost"]) == []

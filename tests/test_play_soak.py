@@ -83,6 +83,7 @@ class Soak:
         self.stop = threading.Event()
         self.lost: list[str] = []
         self.back: list[str] = []  # what came back of deleted episodes
+        self.history: list[tuple[str, str, int, str]] = []  # every answered request, for a failure's story
 
     # --- requests that survive kills -----------------------------------------------------
     def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
@@ -101,6 +102,7 @@ class Soak:
                 continue
             with self.lock:
                 self.figures.statuses[status] += 1
+                self.history.append((method, path, status, str(data.get("error", ""))[:80] if isinstance(data, dict) else ""))
             if status >= 500 and status != 502:
                 self.problem(f"{method} {path}: {status} {data}")
             return status, data

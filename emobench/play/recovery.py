@@ -49,17 +49,14 @@ def repair(store: PlayStore) -> list[str]:
         if path.is_file() and pid.isdigit() and not _alive(int(pid)):
             path.unlink()
             notes.append(f"{path.relative_to(store.rd.path)}: removed a half-done rewrite")
+    interrupted = []
     for path in sorted(store.journals.iterdir()):
         name = path.relative_to(store.rd.path)
         if not (path.is_file() and JOURNAL.fullmatch(path.name)):
             continue
         read, note = journal.repair_journal(path)
         if path.stem in store.deleted:
-            if read is not None:
-                store.heads[path.stem] = read.head
-                store.scrub(read.head, read.texts())
-            path.unlink(missing_ok=True)
-            notes.append(f"{name}: finished a delete that a stop interrupted")
+            interrupted.append((path, read))
         elif read is None:
             path.unlink()
             notes.append(f"{name}: no head line (what an undone delete leaves); removed")
@@ -67,6 +64,12 @@ def repair(store: PlayStore) -> list[str]:
             store.heads[path.stem] = read.head
             if note:
                 notes.append(f"{name}: {note}")
+    for path, read in interrupted:  # once every head is known: a player with episodes left keeps their handle
+        if read is not None:
+            store.heads[path.stem] = read.head
+            store.scrub(read.head, read.texts())
+        path.unlink(missing_ok=True)
+        notes.append(f"{path.relative_to(store.rd.path)}: finished a delete that a stop interrupted")
     keys = {head.key for head in store.heads.values()}
     for episode in store.rd.read_episodes():
         if PERSON.search(episode.key) and episode.key not in keys:
