@@ -51,7 +51,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(FakeState()) as fake:
         root = Path(tmp)
         config = write_config(root / "play.yaml", fake.base_url, max_turns=args.turns + 5, min_turns=args.turns + 5)
-        server = PlayServer(config, "user", root / "run")
+        server = PlayServer(config, "user", root / "run", "--player-per-minute", "100000")  # timing, not the limits
         try:
             token = server.join("bench")
             with Browser(Path("/usr/bin/chromium"), root / "profile") as browser:

@@ -24,7 +24,7 @@ INT64 = 2**63
 Seed = Annotated[int, Field(ge=0, lt=INT64)]
 
 # Fields that change how fast a run goes but not what it produces; kept out of the hash.
-OPERATIONAL = {"max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price"}
+OPERATIONAL = {"max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price", "play"}
 
 
 class _Config(BaseModel):
@@ -71,6 +71,16 @@ class PanelConfig(_Config):
     reference_subjects: list[str] | None = None  # pairwise: compare every subject with these only
 
 
+class PlayConfig(_Config):
+    """`emobench play`'s limits and the origins its page may be used from (docs/play.md)."""
+
+    open_per_player: int = Field(default=3, ge=1, lt=INT64)  # unfinished episodes one person may hold
+    open_total: int = Field(default=50, ge=1, lt=INT64)  # unfinished episodes on the server
+    player_per_minute: int = Field(default=60, ge=1, lt=INT64)  # API requests one person may make
+    server_per_minute: int = Field(default=600, ge=1, lt=INT64)  # API requests of everyone together
+    allowed_origins: list[Annotated[str, Field(pattern=r"^https?://[^/\s]+$")]] = Field(default_factory=list)
+
+
 class RunConfig(_Config):
     subjects: list[RoleConfig] = Field(min_length=1)
     user: RoleConfig
@@ -91,6 +101,7 @@ class RunConfig(_Config):
     reveal_every: int = Field(default=3, ge=0, lt=INT64)
     concurrency: int = Field(default=64, ge=1, lt=INT64)
     scoring_profile: ProfileName = DEFAULT_PROFILE  # docs/method.md §5.8: "emobench" or "empa"
+    play: PlayConfig = Field(default_factory=PlayConfig)  # read by `emobench play` only
 
     def limits(self) -> Limits:
         return Limits(

@@ -27,12 +27,13 @@ sys.path.insert(0, str(ROOT))
 
 from emobench import cli  # noqa: E402
 from emobench.cli_support import EXIT_CODES, LazyGroup  # noqa: E402
-from emobench.config import FILE_KEYS, PanelConfig, Price, RoleConfig, RunConfig  # noqa: E402
+from emobench.config import FILE_KEYS, PanelConfig, PlayConfig, Price, RoleConfig, RunConfig  # noqa: E402
 from emobench.records import Sampling  # noqa: E402
 
 TARGET = ROOT / "docs" / "reference.md"
 MODELS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("Top level", RunConfig), ("Role", RoleConfig), ("Sampling", Sampling), ("Price", Price), ("Panel", PanelConfig),
+    ("Play", PlayConfig),
 )
 # Top-level keys a config file may hold that the loaded config folds into its fields (type, default,
 # bounds, meaning); emobench.config.FILE_KEYS lists them, "judges" under `panel`.
@@ -62,6 +63,8 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "reveal_every": "The rule director reveals the next hidden stage every N turns (0: never).",
         "concurrency": "Episodes in flight at once.",
         "scoring_profile": "How EPM-Q is scored: `emobench` or `empa` (docs/method.md §5.8).",
+        "play": "`emobench play`'s limits and allowed origins, a [play](#play) section (docs/play.md); "
+                "not part of the config hash.",
     },
     RoleConfig: {
         "binding": "Who plays the role: `vllm:MODEL`, `vllm:embedded`, `openai:MODEL@URL[,URL...]`, "
@@ -96,6 +99,14 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "holistic": "Rate each whole episode on the holistic rubric.",
         "pairwise": "Compare subjects' episodes of the same case and seed in pairs.",
         "reference_subjects": "Pairwise: compare every subject with these labels only (default: every pair).",
+    },
+    PlayConfig: {
+        "open_per_player": "Unfinished episodes one person may hold. Flag: `play --open-per-player`.",
+        "open_total": "Unfinished episodes on the server. Flag: `play --open-total`.",
+        "player_per_minute": "API requests per minute one person may make. Flag: `play --player-per-minute`.",
+        "server_per_minute": "API requests per minute of all people together. Flag: `play --server-per-minute`.",
+        "allowed_origins": "Origins (`scheme://host[:port]`) the page may be used from besides its own, "
+                           "e.g. behind a reverse proxy. Flag: `play --allow-origin`.",
     },
 }
 BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}

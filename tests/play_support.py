@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -30,24 +31,40 @@ class PlayServer:
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=REPO,
         )
         assert self.process.stderr is not None
+        self.later: list[str] = []
         lines = []
         for line in self.process.stderr:
             lines.append(line)
             found = re.search(r"(http://\S+/)", line)
             if found:
                 self.url = found.group(1).rstrip("/")
+                self.startup = lines  # what it said before it listened (repairs)
+                threading.Thread(target=self._drain, daemon=True).start()
                 return
         raise RuntimeError("emobench play did not start: " + "".join(lines)[-3000:])
 
-    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any]:
+    def _drain(self) -> None:
+        """Read what it says while it serves, so a full pipe never stalls it."""
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.later.append(line)
+
+    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
+             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        status, _, data = self.exchange(method, path, body, raw, headers)
+        return status, json.loads(data or b"{}")
+
+    def exchange(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
+                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        """Status, headers and body of one request (JSON unless raw is given)."""
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         request = urllib.request.Request(self.url + path, method=method, data=data,
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json", **(headers or {})})
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
-                return response.status, json.loads(response.read())
+                return response.status, dict(response.headers), response.read()
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"{}")
+            return exc.code, dict(exc.headers), exc.read()
 
     def text(self, path: str) -> str:
         with urllib.request.urlopen(self.url + path, timeout=60) as response:

@@ -96,7 +96,8 @@ def test_deleting_an_episode_removes_every_trace(served) -> None:  # type: ignor
     assert server.call("DELETE", f"/api/p/{token}/episodes/{view['id']}")[0] == 200
     assert key not in (run / "episodes.jsonl").read_text() and key not in (run / "judgements.jsonl").read_text()
     assert not (run / "play" / "journal" / f"{view['id']}.jsonl").exists()
-    assert server.call("GET", f"/api/p/{token}")[1]["episodes"] == []
+    assert server.call("GET", f"/api/p/{token}")[0] == 404  # their last episode: the handle goes too
+    assert "ivy" not in (run / "play" / "players.jsonl").read_text()
     deadline = time.monotonic() + 60  # scoring runs again after a delete: the episode leaves the scores
     while (run / "scores.parquet").exists() and time.monotonic() < deadline:
         time.sleep(0.2)

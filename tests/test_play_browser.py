@@ -167,3 +167,32 @@ def test_killed_server_resumes_at_the_same_address(tmp_path: Path, fake: FakeOpe
     episode = episode_of(run, "dora")
     assert [t["user"]["message"] for t in episode["turns"][1:]] == ["first thing I said", "after the restart"]
     assert episode["human"]["resumed"] == 1 and token
+
+
+def test_a_supporters_unsent_reply_is_kept_or_dropped_on_purpose(tmp_path: Path, fake: FakeOpenAIServer,
+                                                                  browser: Browser) -> None:
+    """"End the conversation" with a reply typed but not sent asks first: Cancel keeps the text to send."""
+    run = tmp_path / "unsent"
+    server = PlayServer(_config(tmp_path, fake), "supporter", run)
+    try:
+        page = browser.new_page()
+        join(page, server, "uma")
+        page.click("#any")
+        page.wait_for(f"{LI} == 1")
+        page.type_into("#message", "typed, not yet sent")
+        page.eval("window.asked = 0; window.confirm = () => { window.asked += 1; return false; }")  # Cancel
+        page.click("#leave")
+        page.wait_for("window.asked === 1")
+        assert page.eval("document.querySelector('#message').value") == "typed, not yet sent"
+        assert page.eval("document.querySelector('#result').classList.contains('hidden')")  # not ended
+        page.click("#send")
+        page.wait_for(f"{LI} >= 3 && document.querySelector('#busy').classList.contains('hidden')")
+        page.type_into("#message", "dropped on purpose")
+        page.eval("window.confirm = () => true")  # OK: end without it
+        page.click("#leave")
+        page.wait_for("!document.querySelector('#result').classList.contains('hidden')")
+    finally:
+        server.stop()
+    episode = episode_of(run, "uma")
+    assert [t["reply"] for t in episode["turns"]] == ["typed, not yet sent"]
+    assert episode["stop_reason"] == "supporter_left"

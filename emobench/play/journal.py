@@ -35,6 +35,7 @@ class JournalHead(Record):
     consented_at: str
     started_at: str
     config_hash: str
+    request: str | None = None  # the start request's Idempotency-Key
 
 
 class JournalTurn(Record):
@@ -47,6 +48,7 @@ class JournalTurn(Record):
     human_s: float
     model_s: float
     calls: list[ModelCall]
+    request: str | None = None  # the Idempotency-Key of the request that played it
 
 
 class JournalStop(Record):
@@ -56,6 +58,7 @@ class JournalStop(Record):
     reason: str
     move: UserMove | None = None
     human_s: float = 0.0
+    request: str | None = None
 
 
 class JournalResume(Record):
@@ -75,30 +78,64 @@ def append(path: Path, line: JournalLine) -> None:
     append_line(path, line.model_dump_json().encode())
 
 
-def read_journal(path: Path) -> tuple[JournalHead, list[JournalTurn], JournalStop | None, int]:
-    """The head, the finished turns, the stop if any, and how often it was resumed; a torn tail
-    line (the turn in progress when the server died) is ignored."""
-    head: JournalHead | None = None
-    turns: list[JournalTurn] = []
-    stop: JournalStop | None = None
-    resumed = 0
+class Journal:
+    """A journal as read: the head, the finished turns, the stop if any, how often it was resumed,
+    and the idempotency keys of the requests it holds."""
+
+    def __init__(self, head: JournalHead, turns: list[JournalTurn], stop: JournalStop | None, resumed: int) -> None:
+        self.head, self.turns, self.stop, self.resumed = head, turns, stop, resumed
+        lines: list[JournalHead | JournalTurn | JournalStop] = [head, *turns, *([stop] if stop else [])]
+        self.requests = {line.request for line in lines if line.request}
+
+    def texts(self) -> list[str]:
+        """The person's own words: their messages as the user, their replies as the supporter."""
+        moves = [t.move for t in self.turns] + [self.stop.move if self.stop else None]
+        return [m.message for m in moves if m is not None] + [t.reply for t in self.turns if t.reply]
+
+
+def _lines(path: Path) -> tuple[list[JournalLine], int, str | None]:
+    """The valid lines up to the first torn or corrupt one, the bytes they take, and what was wrong after."""
+    lines: list[JournalLine] = []
+    size = 0
     for number, raw in whole_lines(path):
         try:
-            kind = _KINDS[str(_peek_kind(raw))]
-            line = kind.model_validate_json(raw)
+            lines.append(_KINDS[str(_peek_kind(raw))].model_validate_json(raw))
         except (KeyError, ValidationError) as exc:
-            raise InputError(path, f"line {number}", f"corrupt journal line: {exc}".splitlines()[0]) from None
-        if isinstance(line, JournalHead):
-            head = line
-        elif isinstance(line, JournalTurn):
-            turns.append(line)
-        elif isinstance(line, JournalStop):
-            stop = line
-        else:
-            resumed += 1
-    if head is None:
+            return lines, size, f"line {number}: {str(exc).splitlines()[0]}"
+        size += len(raw)
+    return lines, size, None
+
+
+def _journal(lines: list[JournalLine]) -> Journal | None:
+    heads = [line for line in lines if isinstance(line, JournalHead)]
+    if len(heads) != 1 or not lines or lines[0] is not heads[0]:
+        return None
+    turns = [line for line in lines if isinstance(line, JournalTurn)]
+    stops = [line for line in lines if isinstance(line, JournalStop)]
+    return Journal(heads[0], turns, stops[-1] if stops else None, sum(isinstance(line, JournalResume) for line in lines))
+
+
+def read_journal(path: Path) -> Journal:
+    """The journal; a torn tail line (the turn in progress when the server died) is ignored."""
+    lines, _, problem = _lines(path)
+    if problem is not None:
+        raise InputError(path, problem.split(":")[0], "corrupt journal line" + problem.partition(":")[2])
+    found = _journal(lines)
+    if found is None:
         raise InputError(path, "line 1", "the journal has no head line")
-    return head, turns, stop, resumed
+    return found
+
+
+def repair_journal(path: Path) -> tuple[Journal | None, str | None]:
+    """Cut a torn or corrupt tail from a journal; the journal (None when it has no head line,
+    or not exactly one) and a note of what was repaired, if anything."""
+    lines, size, problem = _lines(path)
+    note = None
+    if path.stat().st_size != size:
+        with open(path, "r+b") as fh:
+            fh.truncate(size)
+        note = f"cut {'a torn last line' if problem is None else problem} (lines after it are lost)"
+    return _journal(lines), note
 
 
 def _peek_kind(raw: bytes) -> Any:

@@ -2,9 +2,14 @@
 
 One `PlayHub` per server. It holds the bound roles and the episodes in progress, each driven by
 the same episode stepper as `emobench run`: a person in the user seat hands in their moves
-(`EpisodeState.take_user`), a person in the subject seat their replies. Every finished turn is
-journalled before the page hears of it; a failed model call rebuilds the episode from its
-journal, so the conversation so far is kept and the person can send again.
+(`EpisodeState.take_user`), a person in the subject seat their replies.
+
+Operations on one episode run one at a time (a lock per episode). A turn is played on a copy of
+the episode's state; the copy replaces the live state only once the turn's journal line is
+written, so a failure of any kind leaves the episode as it was and the person can send again.
+A delete marks the episode deleted before it waits for the operation in progress, and the store
+refuses every later write for it. Judging happens outside the lock, so a delete never waits for
+the judges.
 """
 
 from __future__ import annotations
@@ -12,67 +17,53 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from emobench.episode.probe import run_probe
-from emobench.episode.roles import EpisodePrompts, Limits, Provenance, RoleCaller, WorldRoles
+from emobench.episode.roles import WorldRoles
 from emobench.episode.stepper import EpisodeState, now, subject_conversation
 from emobench.errors import EndpointError
 from emobench.play import journal
 from emobench.play.journal import JournalHead, JournalResume, JournalStop, JournalTurn
-from emobench.play.store import Player, PlayError, PlayStore
-from emobench.records import Episode, HumanSeat, ModelCall, RoleInfo, Sampling, UserMove
+from emobench.play.rebuild import Bound, fork, human_reply, open_state, rebuild
+from emobench.play.store import Deleted, Player, PlayError, PlayStore
+from emobench.records import Episode, HumanSeat, ModelCall, UserMove
 from emobench.registry import Case
 
 Seat = Literal["user", "subject"]
 MAX_MESSAGE = 4000  # characters of one message a person may send
-
-
-def human_info(player: str) -> RoleInfo:
-    return RoleInfo(label=player, model="human", endpoint="emobench-play", sampling=Sampling())
-
-
-def human_reply(player: str, seed: int, text: str, seconds: float) -> ModelCall:
-    """A person's reply as the subject, recorded as the subject's call; latency is their writing time."""
-    return ModelCall(
-        role="subject", label=player, model="human", endpoint="emobench-play", sampling=Sampling(), seed=seed,
-        template="none", latency_s=round(seconds, 3), text=text,
-    )
+RETRY = "Your conversation is kept; send again to retry."
 
 
 @dataclass
 class Live:
-    """One episode in progress on this server."""
+    """One episode in progress (or finished) on this server; `state` holds only complete turns."""
 
     head: JournalHead
     state: EpisodeState
     human_s: list[float] = field(default_factory=list)
     model_s: list[float] = field(default_factory=list)
     shown_at: float = field(default_factory=time.monotonic)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     error: str | None = None
     resumed: int = 0
-    finished: bool = False
+    requests: set[str] = field(default_factory=set)
+    episode: Episode | None = None  # the record, once written
 
 
 @dataclass(frozen=True)
-class Bound:
-    """What the hub plays with: the world's roles (user None in the user seat mode) and the subjects."""
-
-    world: WorldRoles
-    subjects: dict[str, RoleCaller]
-    prompts: EpisodePrompts
-    limits: Limits
-    provenance: Provenance
+class Quota:
+    open_per_player: int
+    open_total: int
 
 
 class PlayHub:
-    def __init__(self, store: PlayStore, bound: Bound, seat: Seat, cases: list[Case], base_seed: int) -> None:
-        self.store, self.bound, self.seat, self.base_seed = store, bound, seat, base_seed
+    def __init__(self, store: PlayStore, bound: Bound, seat: Seat, cases: list[Case], base_seed: int, quota: Quota) -> None:
+        self.store, self.bound, self.seat, self.base_seed, self.quota = store, bound, seat, base_seed, quota
         self.cases = {case.id: case for case in cases}
         self.live: dict[str, Live] = {}
+        self.locks: dict[str, asyncio.Lock] = {}
+        self.judging: dict[str, asyncio.Task[str | None]] = {}
 
     # --- players -------------------------------------------------------------------------
     def join(self, handle: str, consent: bool) -> str:
@@ -87,8 +78,15 @@ class PlayHub:
         return found
 
     # --- episodes ------------------------------------------------------------------------
-    async def start(self, token: str, case_id: str | None, subject: str | None) -> Live:
+    def _lock(self, episode_id: str) -> asyncio.Lock:
+        return self.locks.setdefault(episode_id, asyncio.Lock())
+
+    async def start(self, token: str, case_id: str | None, subject: str | None, request: str | None = None) -> Live:
         player = self.player(token)
+        if request is not None:  # the same start sent again (after a restart): its episode
+            for head in self.store.episodes_of(player.token_sha256):
+                if head.request == request:
+                    return await self.get(token, head.episode_id)
         if case_id is None:  # "give me one": the case this player has played least, first in split order
             played = self.store.cases_played(player.name)
             case_id = min(self.cases, key=lambda c: played.get(c, 0))
@@ -101,91 +99,153 @@ class PlayHub:
                 raise PlayError(f"no subject {label!r} here")
         else:
             label = player.name
+        if self.store.open_episodes(player.token_sha256) >= self.quota.open_per_player:
+            raise PlayError(f"you have {self.quota.open_per_player} unfinished episodes: finish, leave or delete one "
+                            "first (play.open_per_player, --open-per-player)", status=429)
+        if self.store.open_episodes() >= self.quota.open_total:
+            raise PlayError(f"the server holds {self.quota.open_total} unfinished episodes, its limit "
+                            "(play.open_total, --open-total); try again later", status=429)
         seed = self.store.free_seed(label, case.id, self.base_seed)
         head = JournalHead(
             episode_id=secrets.token_hex(8), token_sha256=player.token_sha256, player=player.name, seat=self.seat,
             case_id=case.id, subject=label, seed=seed, key=f"{label}|{case.id}|{seed}|{player.name}",
             page_version=self.store.page_version, consented_at=player.consented_at, started_at=now(),
-            config_hash=self.bound.provenance.config_hash,
+            config_hash=self.bound.provenance.config_hash, request=request,
         )
-        self.store.open_journal(head)
-        live = Live(head, self._open_state(head, self.bound.world))
-        self.live[head.episode_id] = live
-        if self.seat == "user":  # turn 1 is the card's opening: the subject answers it straight away
-            await self._guarded(live, self._model_turn(live, None, 0.0))
+        self.store.heads[head.episode_id] = head  # counted from now on: many starts at once stay within the limits
+        async with self._lock(head.episode_id):
+            try:
+                await self.store.write_journal(head, head)
+            except BaseException:
+                self.store.heads.pop(head.episode_id, None)
+                raise
+            live = Live(head, self._open_state(head, self.bound.world), requests={request} if request else set())
+            self.live[head.episode_id] = live
+            if self.seat == "user":  # turn 1 is the card's opening: the subject answers it straight away
+                try:
+                    await self._play(live, None, None, 0.0)
+                except PlayError as exc:
+                    if exc.status == 410:
+                        raise
+                    # the episode exists: the page shows it with the error, and Send asks again
         return live
 
     async def get(self, token: str, episode_id: str) -> Live:
         player = self.player(token)
         live = self.live.get(episode_id)
-        if live is None:
-            path = self.store.journal_path(episode_id)
-            if not path.exists():
-                raise PlayError("no such episode", status=404)
-            head, turns, stop, resumed = journal.read_journal(path)
-            if head.token_sha256 != player.token_sha256:
-                raise PlayError("no such episode", status=404)
-            if stop is None and head.key not in self.store.done_keys():
-                await asyncio.to_thread(journal.append, path, JournalResume(at=now()))
-                resumed += 1
-            live = await self._rebuild(head, turns, stop)
-            live.resumed = resumed
-            self.live[episode_id] = live
+        if live is None or episode_id in self.store.deleted:
+            async with self._lock(episode_id):
+                live = await self._load(player, episode_id)
         if live.head.token_sha256 != player.token_sha256:
             raise PlayError("no such episode", status=404)
         return live
 
-    async def turn(self, token: str, episode_id: str, message: str, meter: int | None) -> Live:
-        live = await self.get(token, episode_id)
-        async with live.lock:
+    async def _load(self, player: Player, episode_id: str) -> Live:
+        """The live episode, rebuilt from its journal when this server has not held it yet (hold the lock)."""
+        if episode_id in self.store.deleted:
+            raise Deleted
+        live = self.live.get(episode_id)
+        if live is None:
+            head = self.store.heads.get(episode_id)
+            if head is None or head.token_sha256 != player.token_sha256:
+                raise PlayError("no such episode", status=404)
+            live = await self.reopen(head)
+            if live.episode is not None and not self.store.judged(head.key):
+                self.judge_later(live.head, live.episode)
+        if live.head.token_sha256 != player.token_sha256:
+            raise PlayError("no such episode", status=404)
+        return live
+
+    async def reopen(self, head: JournalHead, *, only_ended: bool = False) -> Live:
+        """Rebuild an episode from its journal and hold it; one that ended but has no record gets it
+        now. only_ended: leave an episode still in play as it is (hold the lock)."""
+        read = journal.read_journal(self.store.journal_path(head.episode_id))
+        live = await self._rebuild(read)
+        if only_ended and not live.state.done:
+            return live
+        live.resumed = read.resumed
+        if read.stop is None and head.key not in self.store.done_keys():
+            await self.store.write_journal(head, JournalResume(at=now()))
+            live.resumed += 1
+        self.live[head.episode_id] = live
+        if live.state.done and live.episode is None:  # the server stopped between the last turn and the record
+            await self._record(live)
+        return live
+
+    async def turn(self, token: str, episode_id: str, message: str, meter: int | None, request: str | None = None) -> Live:
+        player = self.player(token)
+        async with self._lock(episode_id):
+            live = await self._load(player, episode_id)
+            if request is not None and request in live.requests:  # sent again after a restart: played once
+                return live
             self._check_open(live)
             text = message.strip()
             if len(text) > MAX_MESSAGE:
                 raise PlayError(f"a message holds at most {MAX_MESSAGE} characters")
-            waited = time.monotonic() - live.shown_at
             if self.seat == "user":
                 move = None
                 if live.state.awaiting_user:
                     if not text:
                         raise PlayError("write a message first")
                     move = self._move(live, text, meter, leave=False)
-                await self._guarded(live, self._model_turn(live, move, waited))
+                elif text:  # the opening is unanswered: a message now would go unread
+                    raise PlayError("the model has not answered yet: ask it again with an empty send; "
+                                    "your message is not sent", status=409)
+                await self._play(live, move, None, time.monotonic() - live.shown_at, request)
             else:
                 if not text:
                     raise PlayError("write a reply first")
-                reply = human_reply(live.head.player, live.state.subject_seed(), text, waited)
-                await self._guarded(live, self._advance(live, reply, None, waited))
+                await self._play(live, None, text, time.monotonic() - live.shown_at, request)
             if live.state.done:
-                await self._finish(live)
+                await self._record(live)
+        await self._judge(live)
         return live
 
-    async def leave(self, token: str, episode_id: str, message: str, meter: int | None) -> Live:
+    async def leave(self, token: str, episode_id: str, message: str, meter: int | None, request: str | None = None) -> Live:
         """The person ends the episode: as the user, leaving (with an optional last message); as the supporter, stopping."""
-        live = await self.get(token, episode_id)
-        async with live.lock:
+        player = self.player(token)
+        async with self._lock(episode_id):
+            live = await self._load(player, episode_id)
+            if request is not None and request in live.requests:
+                return live
             self._check_open(live)
-            waited = time.monotonic() - live.shown_at
-            if self.seat == "user" and live.state.awaiting_user:
+            waited = round(time.monotonic() - live.shown_at, 3)
+            work = fork(live.state)
+            if self.seat == "subject" and message.strip():
+                raise PlayError("your reply is not sent: send it first, or clear it to end without it", status=409)
+            if self.seat == "user" and work.awaiting_user:
                 move = self._move(live, message.strip()[:MAX_MESSAGE], meter, leave=True)
-                live.state.take_user(move)
-                stop = JournalStop(reason=live.state.stop_reason, move=move, human_s=round(waited, 3))
+                work.take_user(move)
+                stop = JournalStop(reason=work.stop_reason, move=move, human_s=waited, request=request)
             else:
                 reason = "user_left" if self.seat == "user" else "supporter_left"
-                live.state.stop(reason)
-                stop = JournalStop(reason=reason, human_s=round(waited, 3))
-            await asyncio.to_thread(journal.append, self.store.journal_path(episode_id), stop)
-            await self._finish(live)
+                work.stop(reason)
+                stop = JournalStop(reason=reason, human_s=waited, request=request)
+            await self.store.write_journal(live.head, stop)
+            live.state = work
+            if request is not None:
+                live.requests.add(request)
+            await self._record(live)
+        await self._judge(live)
         return live
 
-    async def delete(self, token: str, episode_id: str) -> None:
-        live = await self.get(token, episode_id)
-        async with live.lock:
+    async def delete(self, token: str, episode_id: str) -> dict[str, int]:
+        player = self.player(token)
+        head = self.store.heads.get(episode_id)
+        if episode_id in self.store.deleted:
+            raise Deleted
+        if head is None or head.token_sha256 != player.token_sha256:
+            raise PlayError("no such episode", status=404)
+        self.store.deleted.add(episode_id)  # before the wait: the request in progress and every queued one see it
+        async with self._lock(episode_id):
+            path = self.store.journal_path(episode_id)
+            texts = journal.read_journal(path).texts() if path.exists() else []
             self.live.pop(episode_id, None)
-            await self.store.delete(live.head)
+            return await self.store.delete(head, texts)
 
     # --- the steps -----------------------------------------------------------------------
     def _check_open(self, live: Live) -> None:
-        if live.finished or live.state.done:
+        if live.episode is not None or live.state.done:
             raise PlayError("this episode has ended")
 
     def _move(self, live: Live, text: str, meter: int | None, leave: bool) -> UserMove:
@@ -193,44 +253,43 @@ class PlayHub:
             raise PlayError("set your meter (0 to 100) first")
         return UserMove(message=text, meter_delta=meter - round(live.state.meter), leave=leave, human=True)
 
-    async def _guarded(self, live: Live, step: Awaitable[None]) -> None:
-        """Run a step; when a model does not answer, show one line and rebuild from the journal."""
+    async def _play(self, live: Live, move: UserMove | None, reply_text: str | None, waited: float,
+                    request: str | None = None) -> None:
+        """One turn on a copy of the state; the copy becomes the live state once its journal line is written."""
+        work = fork(live.state)
+        before = len(work.calls)
+        started = time.monotonic()
         try:
-            await step
-            live.error = None
+            if self.seat == "user":
+                if move is not None:
+                    work.take_user(move)
+                subject = self.bound.subjects[live.head.subject]
+                reply = await subject.ask(work.subject_messages(), work.subject_seed(), self.bound.prompts.subject_system)
+            else:
+                reply = human_reply(live.head.player, work.subject_seed(), reply_text or "", waited)
+            await work.advance(reply)
+            line = JournalTurn(
+                index=len(work.turns), move=move, reply=reply_text, human_s=round(waited, 3),
+                model_s=round(time.monotonic() - started, 3), calls=work.calls[before:], request=request,
+            )
+            await self.store.write_journal(live.head, line)
+        except PlayError:
+            raise
         except EndpointError as exc:
-            head, turns, stop, _ = journal.read_journal(self.store.journal_path(live.head.episode_id))
-            rebuilt = await self._rebuild(head, turns, stop)
-            live.state, live.error = rebuilt.state, f"A model did not answer ({_short(exc.problem)}). " \
-                "Your conversation is kept; send again to retry."
+            live.error = f"A model did not answer ({_short(exc.problem)}). {RETRY}"
             raise PlayError(live.error, status=502) from None
-
-    async def _model_turn(self, live: Live, move: UserMove | None, waited: float) -> None:
-        state = live.state
-        if move is not None:
-            state.take_user(move)
-        subject = self.bound.subjects[live.head.subject]
-        started = time.monotonic()
-        reply = await subject.ask(state.subject_messages(), state.subject_seed(), self.bound.prompts.subject_system)
-        await self._advance(live, reply, move, waited, time.monotonic() - started)
-
-    async def _advance(
-        self, live: Live, reply: ModelCall, move: UserMove | None, waited: float, model_s: float = 0.0
-    ) -> None:
-        state, before = live.state, len(live.state.calls)
-        started = time.monotonic()
-        await state.advance(reply)
-        model_s += time.monotonic() - started
-        line = JournalTurn(
-            index=len(state.turns), move=move, reply=reply.text if self.seat == "subject" else None,
-            human_s=round(waited, 3), model_s=round(model_s, 3), calls=state.calls[before:],
-        )
-        await asyncio.to_thread(journal.append, self.store.journal_path(live.head.episode_id), line)
+        except Exception:
+            live.error = f"This turn failed on the server. {RETRY}"
+            raise
+        live.state, live.error = work, None
         live.human_s.append(line.human_s)
         live.model_s.append(line.model_s)
+        if request is not None:
+            live.requests.add(request)
         live.shown_at = time.monotonic()
 
-    async def _finish(self, live: Live) -> None:
+    async def _record(self, live: Live) -> None:
+        """Write the finished episode's record (hold the lock)."""
         state, bound = live.state, self.bound
         probe, probe_calls = None, list[ModelCall]()
         if self.seat == "user" and bound.prompts.probe is not None and state.history:
@@ -251,55 +310,48 @@ class PlayHub:
         episode: Episode = state.episode(bound.provenance, probe, probe_calls).model_copy(
             update={"key": head.key, "human": seat, "started_at": head.started_at}
         )
-        live.finished = True
+        await self.store.write_episode(head, episode)
+        live.episode = episode
+
+    async def _judge(self, live: Live) -> None:
+        """Judge the finished episode now (once, however many requests ask); a judge that fails is one line."""
+        if live.episode is None or self.store.judged(live.head.key):
+            return
+        problem = await asyncio.shield(self.judge_later(live.head, live.episode))
+        if problem is not None:
+            live.error = f"Your episode is saved; the judges did not answer ({problem}), so no verdict yet."
+
+    def judge_later(self, head: JournalHead, episode: Episode) -> asyncio.Task[str | None]:
+        """The one judging task of this episode; the next start of the server judges what fails here."""
+        task = self.judging.get(head.key)
+        if task is None:
+            task = asyncio.create_task(self._judge_once(head, episode))
+            self.judging[head.key] = task
+            task.add_done_callback(lambda _: self.judging.pop(head.key, None))
+        return task
+
+    async def _judge_once(self, head: JournalHead, episode: Episode) -> str | None:
         try:
-            await self.store.finish(episode, self.cases[head.case_id])
-        except EndpointError as exc:  # the record is written; `emobench judge` can judge it later
-            live.error = f"Your episode is saved; the judges did not answer ({_short(exc.problem)}), so no verdict yet."
+            await self.store.judge(head, episode, self.cases[head.case_id])
+        except EndpointError as exc:
+            return _short(exc.problem)
+        return None
 
     def _open_state(self, head: JournalHead, world: WorldRoles) -> EpisodeState:
-        case, bound = self.cases[head.case_id], self.bound
-        if head.seat == "user":
-            subject = bound.subjects[head.subject].info
-            return EpisodeState.open(case, world, bound.prompts, head.seed, bound.limits, subject, human_info(head.player))
-        return EpisodeState.open(case, world, bound.prompts, head.seed, bound.limits, human_info(head.player))
+        return open_state(self.bound, self.cases[head.case_id], head, world)
 
-    async def _rebuild(self, head: JournalHead, turns: list[JournalTurn], stop: JournalStop | None) -> Live:
+    async def _rebuild(self, read: journal.Journal) -> Live:
         """The episode as it stood after its last journalled turn, every model call answered from the journal."""
+        head = read.head
         if head.case_id not in self.cases:
             raise PlayError(f"case {head.case_id!r} is not served here", status=404)
-        recorded = [call for turn in turns for call in turn.calls]
-        world = self.bound.world
-        replaying = WorldRoles(
-            user=journal.replay_caller(world.user, "user", recorded) if world.user else None,
-            judges=tuple(journal.replay_caller(j, "judge", recorded) for j in world.judges),
-            judge_turn=world.judge_turn,
-            director=journal.replay_caller(world.director, "director", recorded) if world.director else None,
-        )
-        state = self._open_state(head, replaying)
-        live = Live(head, state)
-        for turn in turns:
-            if head.seat == "user":
-                if turn.move is not None:
-                    state.take_user(turn.move)
-                subject = journal.replay_caller(self.bound.subjects[head.subject], "subject", recorded)
-                reply = await subject.ask(state.subject_messages(), state.subject_seed(), self.bound.prompts.subject_system)
-            else:
-                reply = human_reply(head.player, state.subject_seed(), turn.reply or "", turn.human_s)
-            await state.advance(reply)
-            live.human_s.append(turn.human_s)
-            live.model_s.append(turn.model_s)
-        state.roles, state.started = world, head.started_at
-        if stop is not None and not state.done:
-            if stop.move is not None and state.awaiting_user:
-                state.take_user(stop.move)
-            else:
-                state.stop(stop.reason)
-        live.finished = head.key in self.store.done_keys()
-        if state.done and not live.finished:  # the server stopped between the last turn and the record
-            await self._finish(live)
+        state = await rebuild(self.bound, self.cases[head.case_id], read)
+        live = Live(head, state, [t.human_s for t in read.turns], [t.model_s for t in read.turns], requests=set(read.requests))
+        if head.key in self.store.done_keys():
+            live.episode = next((e for e in self.store.rd.read_episodes() if e.key == head.key), None)
+        elif head.seat == "user" and not state.done and not state.awaiting_user:
+            live.error = f"The model has not answered the opening yet. {RETRY}"
         return live
-
 
 def _short(problem: str) -> str:
     """The kind of fault, never an address: the first words before any URL or colon."""
@@ -309,4 +361,3 @@ def _short(problem: str) -> str:
             break
         words.append(word)
     return " ".join(words[:8]) or "no answer"
-

@@ -2,6 +2,7 @@
 
     play/players.jsonl        one line per player: handle, sha256 of their token, consent time
     play/journal/<id>.jsonl   the per-turn journal of each episode (emobench.play.journal)
+    play/deleted.jsonl        the ids of deleted episodes (tombstones: no text, no handle)
     episodes.jsonl, judgements.jsonl, scores.parquet, report.json, leaderboard.parquet: as `emobench run`
 
 A token is never written: only its hash, so the run directory does not hold the keys to it.
@@ -22,9 +23,10 @@ import orjson
 
 from emobench.episode.roles import Limits
 from emobench.episode.stepper import now
-from emobench.judging.stage import Panel, judge_finished
+from emobench.judging.stage import Panel, judge_episode
 from emobench.play import journal
 from emobench.play.journal import JournalHead
+from emobench.play.scrub import scrub
 from emobench.records import Episode
 from emobench.registry import Case, Registry
 from emobench.rundir import RunDir, append_line, atomic_write_bytes, whole_lines
@@ -65,22 +67,35 @@ def page_version(folders: list[Path]) -> str:
     return f"play-page@{digest.hexdigest()[:10]}"
 
 
+class Deleted(PlayError):
+    """The episode was deleted: every request and every write after the delete sees this."""
+
+    def __init__(self) -> None:
+        super().__init__("this episode was deleted", status=410)
+
+
 class PlayStore:
+    """Every write of the play server goes through here, under one lock and after a check that
+    the episode is not deleted, so nothing is written for an episode once its delete has begun."""
+
     def __init__(self, rd: RunDir, registry: Registry, panel: Panel, limits: Limits, version: str) -> None:
         self.rd, self.registry, self.panel, self.limits, self.page_version = rd, registry, panel, limits, version
         self.folder = rd.path / "play"
         self.players_file = self.folder / "players.jsonl"
         self.journals = self.folder / "journal"
+        self.tombstones = self.folder / "deleted.jsonl"
         self.journals.mkdir(parents=True, exist_ok=True)
         self._players = {p.token_sha256: p for p in self._read_players()}
+        self.deleted = {str(orjson.loads(line)["episode_id"]) for _, line in whole_lines(self.tombstones)}
         self._done = rd.done_keys()
+        self._judged = rd.judged_keys()
         self.heads: dict[str, JournalHead] = {}
-        for path in sorted(self.journals.glob("*.jsonl")):
-            head = journal.read_journal(path)[0]
-            self.heads[head.episode_id] = head
-        self._write = asyncio.Lock()  # appends and rewrites of episodes.jsonl / judgements.jsonl
+        self._write = asyncio.Lock()  # every append and rewrite of the run directory's files
         self._finalizing = threading.Lock()
+        self._players_file = threading.Lock()  # joins append in the event loop, a delete rewrites in a thread
         self._pending: set[asyncio.Future[None]] = set()
+        self._scoring: asyncio.Future[None] | None = None
+        self._stale = False
 
     # --- players -------------------------------------------------------------------------
     def _read_players(self) -> list[Player]:
@@ -98,12 +113,20 @@ class PlayStore:
             raise PlayError(f"the handle {handle!r} is taken; choose another")
         token = secrets.token_urlsafe(18)
         player = Player(handle, token_hash(token), now())
-        append_line(self.players_file, orjson.dumps(player.__dict__))
+        with self._players_file:
+            append_line(self.players_file, orjson.dumps(player.__dict__))
         self._players[player.token_sha256] = player
         return token
 
     def player(self, token: str) -> Player | None:
         return self._players.get(token_hash(token))
+
+    def _forget_player(self, player: Player) -> None:
+        """Remove a player with no episode left from players.jsonl (their link stops working)."""
+        with self._players_file:  # a join appending meanwhile would be lost by the rewrite
+            kept = [line for _, line in whole_lines(self.players_file)
+                    if orjson.loads(line)["token_sha256"] != player.token_sha256]
+            atomic_write_bytes(self.players_file, b"".join(kept))
 
     # --- episodes ------------------------------------------------------------------------
     def journal_path(self, episode_id: str) -> Path:
@@ -111,12 +134,12 @@ class PlayStore:
             raise PlayError("no such episode", status=404)
         return self.journals / f"{episode_id}.jsonl"
 
-    def open_journal(self, head: JournalHead) -> None:
-        journal.append(self.journal_path(head.episode_id), head)
-        self.heads[head.episode_id] = head
-
     def episodes_of(self, token_sha256: str) -> list[JournalHead]:
-        return [h for h in self.heads.values() if h.token_sha256 == token_sha256]
+        return [h for h in self.heads.values() if h.token_sha256 == token_sha256 and h.episode_id not in self.deleted]
+
+    def open_episodes(self, token_sha256: str | None = None) -> int:
+        """Unfinished episodes, of one player or of everyone."""
+        return sum(h.key not in self._done and token_sha256 in (None, h.token_sha256) for h in self.heads.values())
 
     def cases_played(self, player: str) -> Counter[str]:
         return Counter(h.case_id for h in self.heads.values() if h.player == player)
@@ -133,31 +156,102 @@ class PlayStore:
     def done_keys(self) -> set[str]:
         return self._done
 
-    async def finish(self, episode: Episode, case: Case) -> None:
-        """Append the finished episode, judge it as `emobench run` does, and score the run again."""
+    def judged(self, key: str) -> bool:
+        return key in self._judged
+
+    async def write_journal(self, head: JournalHead, line: journal.JournalLine) -> None:
         async with self._write:
+            if head.episode_id in self.deleted:
+                raise Deleted
+            await asyncio.shield(asyncio.to_thread(journal.append, self.journal_path(head.episode_id), line))
+            if isinstance(line, JournalHead):
+                self.heads[head.episode_id] = head
+
+    async def write_episode(self, head: JournalHead, episode: Episode) -> None:
+        async with self._write:
+            if head.episode_id in self.deleted:
+                raise Deleted
+            if episode.key in self._done:  # written before a restart; the record stands as it was
+                return
             await asyncio.shield(asyncio.to_thread(self.rd.append_episode, episode))
             self._done.add(episode.key)
-        try:
-            async with self._write:  # judging appends to judgements.jsonl, which a delete rewrites
-                await judge_finished(self.rd, episode, case, self.panel, self.limits)
-        finally:
-            self._refinalize()
 
-    async def delete(self, head: JournalHead) -> None:
-        """Remove every trace of the episode: its record, its judgements, its journal; then score again."""
+    async def judge(self, head: JournalHead, episode: Episode, case: Case) -> bool:
+        """Judge a finished episode as `emobench run` does and write the judgement unless it was
+        deleted or judged meanwhile; then score the run again. True when a judgement was written."""
+        judgement = await judge_episode(self.panel, case, episode, self.limits)
         async with self._write:
-            for path in (self.rd.episodes, self.rd.judgements):
-                await asyncio.to_thread(_drop_key, path, head.key)
-            self._done.discard(head.key)
-            self.journal_path(head.episode_id).unlink(missing_ok=True)
-            self.heads.pop(head.episode_id, None)
-        self._refinalize()
+            if head.episode_id in self.deleted or episode.key in self._judged or episode.key not in self._done:
+                return False
+            line = judgement.model_dump_json().encode()
+            await asyncio.shield(asyncio.to_thread(append_line, self.rd.judgements, line))
+            self._judged.add(episode.key)
+        self.refinalize()
+        return True
 
-    def _refinalize(self) -> None:
-        task = asyncio.ensure_future(asyncio.to_thread(self.finalize))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+    async def delete(self, head: JournalHead, texts: list[str]) -> dict[str, int]:
+        """Tombstone the episode, then remove every trace of it from the run directory; then score again.
+        The files are rewritten in a thread; what this process holds in memory changes here, in the loop."""
+        async with self._write:
+            self.deleted.add(head.episode_id)
+            await asyncio.to_thread(append_line, self.tombstones, orjson.dumps({"episode_id": head.episode_id, "at": now()}))
+            removed = await asyncio.to_thread(self._scrub_files, head.key, head.subject, head.case_id, head.seed, texts,
+                                              self.journal_path(head.episode_id))
+            player = self._forget_episode(head)
+            if player is not None:
+                await asyncio.to_thread(self._forget_player, player)
+                removed["play/players.jsonl"] = 1
+        self.refinalize()
+        return removed
+
+    def scrub(self, head: JournalHead, texts: list[str]) -> None:
+        """A delete's files and memory at once (start-up, before the server serves anything)."""
+        self._scrub_files(head.key, head.subject, head.case_id, head.seed, texts, self.journal_path(head.episode_id))
+        player = self._forget_episode(head)
+        if player is not None:
+            self._forget_player(player)
+
+    def scrub_record(self, key: str, subject: str, case_id: str, seed: int, texts: list[str]) -> None:
+        """A record without a journal (start-up): its files and its keys."""
+        self._scrub_files(key, subject, case_id, seed, texts, None)
+        self._done.discard(key)
+        self._judged.discard(key)
+
+    def _scrub_files(self, key: str, subject: str, case_id: str, seed: int, texts: list[str],
+                     journal_path: Path | None) -> dict[str, int]:
+        """Remove the record and every copy of it; the scores made from it go too, until `refinalize`
+        writes them again (after the scoring in progress, which may have read it)."""
+        with self._finalizing:
+            removed = scrub(self.rd, key, subject, case_id, seed, texts)
+            for path in (self.rd.scores, self.rd.report, self.rd.leaderboard, self.rd.pairwise):
+                path.unlink(missing_ok=True)
+        if journal_path is not None:
+            journal_path.unlink(missing_ok=True)  # last: its words found the other copies
+        return removed
+
+    def _forget_episode(self, head: JournalHead) -> Player | None:
+        """Drop the episode from memory; the player too when it was their last (returned: their line goes)."""
+        self._done.discard(head.key)
+        self._judged.discard(head.key)
+        self.heads.pop(head.episode_id, None)
+        player = self._players.get(head.token_sha256)
+        if player is None or self.episodes_of(player.token_sha256):
+            return None
+        self._players.pop(player.token_sha256, None)
+        return player
+
+    def refinalize(self) -> None:
+        """Score the run again in the background; requests while it runs fold into one more pass."""
+        self._stale = True
+        if self._scoring is None or self._scoring.done():
+            self._scoring = asyncio.ensure_future(self._rescore())
+            self._pending.add(self._scoring)
+            self._scoring.add_done_callback(self._pending.discard)
+
+    async def _rescore(self) -> None:
+        while self._stale:
+            self._stale = False
+            await asyncio.to_thread(self.finalize)
 
     async def settle(self) -> None:
         """Wait for the scoring still running (the server calls this before it stops)."""
@@ -171,15 +265,8 @@ class PlayStore:
 
         with self._finalizing:
             if not self.rd.done_keys():
-                for path in (self.rd.scores, self.rd.report, self.rd.leaderboard):
+                for path in (self.rd.scores, self.rd.report, self.rd.leaderboard, self.rd.pairwise):
                     path.unlink(missing_ok=True)
                 return
             finalize_run(self.rd, self.registry)
             write_leaderboard(build_leaderboard([self.rd.path]), self.rd.path)
-
-
-def _drop_key(path: Path, key: str) -> None:
-    if not path.exists():
-        return
-    kept = [line for _, line in whole_lines(path) if orjson.loads(line).get("key") != key]
-    atomic_write_bytes(path, b"".join(kept))

@@ -66,9 +66,11 @@ def episode_view(hub: PlayHub, live: Live) -> dict[str, Any]:
         "subject": subject_letters(hub).get(head.subject, "you"),
         "turn": state.turn,
         "messages": messages,
-        "done": live.finished or state.done,
+        "done": live.episode is not None or state.done,
         "error": live.error,
         "your_turn": not state.done and (state.awaiting_user if hub.seat == "user" else True),
+        # the card's opening has no reply yet (the model failed): Send asks again, with no message
+        "retry_opening": hub.seat == "user" and not state.done and not state.awaiting_user,
     }
     if hub.seat == "user":
         view["card"] = hub.bound.prompts.simulator.case_system(case).strip()

@@ -11,8 +11,17 @@ function el(tag, text, cls) {
   return node;
 }
 
-async function api(method, path, body) {
+// One key per action (a click): the server plays a double-sent or retried request once and
+// answers it with the first response.
+function actionKey() {
+  const bytes = new Uint8Array(16);
+  window.crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function api(method, path, body, key) {
   const options = { method, headers: { "Content-Type": "application/json" } };
+  if (key) options.headers["Idempotency-Key"] = key;
   if (body !== undefined) options.body = JSON.stringify(body);
   const response = await fetch(path, options);
   let data = {};
@@ -67,13 +76,22 @@ async function loadPlayer() {
     open.addEventListener("click", () => openEpisode(ep.id));
     const del = el("button", "Delete", "quiet delete");
     del.addEventListener("click", async () => {
-      if (!window.confirm("Delete this episode and everything recorded of it?")) return;
-      try { await api("DELETE", base + "/episodes/" + ep.id); await loadPlayer(); } catch (e) { showError(e.message); }
+      if (!window.confirm("Delete this episode and everything recorded of it in this study's run folder? " +
+        "Copies someone already made outside it (a saved report) are out of reach.")) return;
+      try {
+        const done = await api("DELETE", base + "/episodes/" + ep.id);
+        if (done.player_forgotten) { forgotten(); return; }
+        await loadPlayer();
+      } catch (e) { showError(e.message); }
     });
     cell.append(open, " ", del);
     row.appendChild(cell);
     body.appendChild(row);
   }
+}
+
+function forgotten() {
+  $("pick").replaceChildren(el("p", "Your last episode is deleted, and so is your handle: this link no longer works."));
 }
 
 function render(view) {
@@ -143,7 +161,8 @@ function playerPage() {
   seat = document.body.dataset.seat;
   if ($("meter")) $("meter").addEventListener("input", () => { $("meter-value").textContent = $("meter").value; });
   const start = async (body) => {
-    const view = await busy(() => api("POST", base + "/episodes", body));
+    const key = actionKey();
+    const view = await busy(() => api("POST", base + "/episodes", body, key));
     if (view) render(view);
     else { $("pick").classList.add("hidden"); $("play").classList.remove("hidden"); }
   };
@@ -151,12 +170,23 @@ function playerPage() {
   $("any").addEventListener("click", () => start({ subject: $("subject") ? $("subject").value : null }));
   $("send").addEventListener("click", async () => {
     if (!current) return;
-    const view = await busy(() => api("POST", base + "/episodes/" + current.id + "/turn", move()));
-    if (view) { $("message").value = ""; render(view); }
+    const key = actionKey();
+    const body = move();
+    const retry = current.retry_opening;  // the model's first reply is missing: ask again, keep the text
+    if (retry) body.message = "";
+    const view = await busy(() => api("POST", base + "/episodes/" + current.id + "/turn", body, key));
+    if (view) { if (!retry) $("message").value = ""; render(view); }
   });
   $("leave").addEventListener("click", async () => {
     if (!current) return;
-    const view = await busy(() => api("POST", base + "/episodes/" + current.id + "/leave", move()));
+    const body = move();
+    if (seat !== "user" && body.message.trim()) {
+      // An unsent reply is never dropped silently: keep it to send, or end without it on purpose.
+      if (!window.confirm("Your reply is not sent. End the conversation without it? (Cancel keeps it to send.)")) return;
+      body.message = "";
+    }
+    const key = actionKey();
+    const view = await busy(() => api("POST", base + "/episodes/" + current.id + "/leave", body, key));
     if (view) { $("message").value = ""; render(view); }
   });
   $("back").addEventListener("click", async () => {

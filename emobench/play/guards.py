@@ -1,0 +1,178 @@
+"""What every request passes before it reaches a handler, and what every response carries.
+
+- **Host**: the page is served only under a name that cannot be rebound to another address:
+  localhost, an IP address, or a host of `play.allowed_origins`. A web page that points its
+  own name at this machine (DNS rebinding) gets 421.
+- **Origin**: a request that changes something (POST, DELETE) and carries an Origin header must
+  come from the page's own origin or an allowed one; browsers send Origin with every such request,
+  so another site's page cannot join, play or delete. A request without Origin is not from a
+  page in a browser (curl, a script): it needs no check, since it holds no one else's cookies or
+  rights, and the player's token in the path is what authorises it. A body must be JSON
+  (`Content-Type: application/json`), which a cross-site form cannot send.
+- **Limits**: requests per minute per player link and for the whole server (429), bodies of at
+  most 64 KiB (413), flat JSON objects of text, numbers and true/false only (400), valid
+  Unicode (a lone surrogate is 400).
+- **Idempotency**: a start, turn or leave with an `Idempotency-Key` header returns the first
+  response to that key; the request is not run again.
+- Every response, errors included, carries the Content-Security-Policy and no `Server` version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+from yarl import URL
+
+from emobench.config import PlayConfig
+from emobench.play.limits import Replays, Window
+from emobench.play.store import PlayError
+
+MAX_REQUEST = 64 * 1024  # bytes: a message is at most 4,000 characters
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "Server": "emobench-play",
+}
+CHANGES = {"POST", "PUT", "PATCH", "DELETE"}
+IDEMPOTENT = re.compile(r"/api/p/[^/]+/episodes(/[0-9a-f]{16}/(turn|leave))?")
+KEY = re.compile(r"[\x21-\x7e]{1,128}")  # an Idempotency-Key: printable ASCII, no spaces
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+log = logging.getLogger("emobench.play")
+
+
+class Guard:
+    def __init__(self, config: PlayConfig) -> None:
+        self.config = config
+        self.origins = {o.rstrip("/").lower() for o in config.allowed_origins}
+        self.hosts = {URL(o).host for o in self.origins}
+        self.per_player = Window(config.player_per_minute)
+        self.per_server = Window(config.server_per_minute)
+        self.replays = Replays()
+
+    def host_allowed(self, host: str | None) -> bool:
+        name = URL(f"http://{host}").host if host else None
+        if not name:
+            return False
+        if name == "localhost" or name in self.hosts:
+            return True
+        try:
+            ipaddress.ip_address(name.strip("[]"))
+        except ValueError:
+            return False
+        return True
+
+    def origin_allowed(self, request: web.Request) -> bool:
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return True
+        origin = origin.rstrip("/").lower()
+        return origin in self.origins or origin == f"{request.scheme}://{request.host}".lower()
+
+    def check(self, request: web.Request) -> None:
+        if not self.host_allowed(request.host):
+            raise PlayError("this page is not served under that host name; the operator can add it to "
+                            "play.allowed_origins (--allow-origin)", status=421)
+        if request.method in CHANGES:
+            if not self.origin_allowed(request):
+                raise PlayError("requests from another site's page are refused; the operator can allow an origin "
+                                "with --allow-origin", status=403)
+            if request.body_exists and request.content_type != "application/json":
+                raise PlayError("the request body must be application/json", status=415)
+        if not request.path.startswith("/api/"):
+            return
+        if not self.per_server.allow(""):
+            raise PlayError(f"the server is busy: at most {self.config.server_per_minute} requests a minute "
+                            "(play.server_per_minute, --server-per-minute); try again in a minute", status=429)
+        token = request.match_info.get("token")
+        if token is not None and not self.per_player.allow(token):
+            raise PlayError(f"too many requests: at most {self.config.player_per_minute} a minute per player "
+                            "(play.player_per_minute, --player-per-minute); wait a moment", status=429)
+
+    def replay_key(self, request: web.Request) -> str | None:
+        key = request.headers.get("Idempotency-Key")
+        if key is None or request.method != "POST" or not IDEMPOTENT.fullmatch(request.path):
+            return None
+        if not KEY.fullmatch(key):
+            raise PlayError("Idempotency-Key: 1 to 128 printable characters without spaces")
+        return f"{request.path}\0{key}"
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Checks, replays and one-line JSON errors; the headers on whatever goes out."""
+        try:
+            self.check(request)
+            key = self.replay_key(request)
+            response = await (handler(request) if key is None else self._once(key, request, handler))
+        except Exception as exc:  # everything becomes one line: the page never sees a traceback
+            response = _error_response(exc)
+        response.headers.update(HEADERS)
+        return response
+
+    async def _once(self, key: str, request: web.Request, handler: Handler) -> web.StreamResponse:
+        while True:
+            claimed = self.replays.claim(key)
+            if claimed is None:
+                break
+            if isinstance(claimed, tuple):
+                return _replayed(*claimed)
+            try:
+                return _replayed(*await asyncio.shield(claimed))
+            except asyncio.CancelledError:
+                if not claimed.cancelled():  # this request was cancelled, not the first one
+                    raise
+        try:
+            try:
+                response = await handler(request)
+            except Exception as exc:
+                response = _error_response(exc)
+        except BaseException:
+            self.replays.drop(key)
+            raise
+        assert isinstance(response, web.Response)
+        self.replays.settle(key, (response.status, bytes(response.body or b"")))  # type: ignore[arg-type]
+        return response
+
+
+def _replayed(status: int, body: bytes) -> web.Response:
+    response = web.Response(status=status, body=body, content_type="application/json")
+    response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+def _error_response(exc: Exception) -> web.Response:
+    if isinstance(exc, PlayError):
+        return web.json_response({"error": str(exc)}, status=exc.status)
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return web.json_response({"error": f"the request is larger than {MAX_REQUEST // 1024} KiB"}, status=413)
+    if isinstance(exc, web.HTTPException):
+        return web.json_response({"error": exc.reason}, status=exc.status)
+    log.exception("emobench play: an unexpected error", exc_info=exc)
+    return web.json_response({"error": "the server failed on this request; it is logged, and nothing was saved "
+                                       "from it"}, status=500)
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    return parse_body(await request.read())
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """A request's JSON object: flat, valid Unicode, of text, numbers, true/false and null."""
+    try:
+        data = orjson.loads(raw)  # refuses lone surrogates and invalid UTF-8, unlike json.loads
+    except orjson.JSONDecodeError as exc:
+        raise PlayError(f"the request body is not valid JSON text ({str(exc).split(':')[0]})") from None
+    if not isinstance(data, dict):
+        raise PlayError("the request body is not a JSON object")
+    if any(isinstance(value, dict | list) for value in data.values()):
+        raise PlayError("the request body nests too deep: its values are text, numbers, true/false or null")
+    return data
