@@ -30,7 +30,7 @@ from tests.play_support import PlayServer
 
 
 def turn_times(server: PlayServer, token: str, turns: int) -> list[float]:
-    _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo3-01"})
+    _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo4-01"})
     path = f"/api/p/{token}/episodes/{view['id']}/turn"
     times = []
     for i in range(turns):
@@ -82,7 +82,7 @@ def main() -> None:
         run = root / "kill"
         server = PlayServer(config, "user", run)
         token = server.join("killed")
-        _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo3-01"})
+        _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo4-01"})
         path = f"/api/p/{token}/episodes/{view['id']}"
         for i in range(3):
             server.call("POST", path + "/turn", {"message": f"kept {i}", "meter": 50})

@@ -42,7 +42,7 @@ def test_no_key_or_address_reaches_the_page(served) -> None:  # type: ignore[no-
     server, fake, _, _ = served
     token = server.join("eve")
     pages = [server.text("/"), server.text(f"/p/{token}"), server.text("/static/play.js")]
-    _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo3-01"})
+    _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo4-01"})
     pages.append(json.dumps(view))
     _, view = server.call("POST", f"/api/p/{token}/episodes/{view['id']}/turn", {"message": "hm", "meter": 50})
     pages.append(json.dumps(view))
@@ -63,7 +63,7 @@ def test_requests_are_checked(served) -> None:  # type: ignore[no-untyped-def]
     assert server.call("GET", "/api/p/not-a-token")[0] == 404
     status, body = server.call("POST", f"/api/p/{token}/episodes", raw=b'{"case": "' + b"x" * 100_000 + b'"}')
     assert status == 413 and "KiB" in body["error"]
-    status, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo3-01"})
+    status, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo4-01"})
     other = server.join("gus")
     assert server.call("GET", f"/api/p/{other}/episodes/{view['id']}")[0] == 404  # not theirs
     assert server.call("POST", f"/api/p/{token}/episodes/{view['id']}/turn", {"message": "x", "meter": 140})[0] == 400
@@ -72,7 +72,7 @@ def test_requests_are_checked(served) -> None:  # type: ignore[no-untyped-def]
 def test_a_dead_endpoint_is_one_line_and_the_conversation_is_kept(served) -> None:  # type: ignore[no-untyped-def]
     server, fake, _, _ = served
     token = server.join("hal")
-    _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo3-01"})
+    _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo4-01"})
     path = f"/api/p/{token}/episodes/{view['id']}"
     fake.state.dead = True
     status, body = server.call("POST", path + "/turn", {"message": "are you there", "meter": 40})
@@ -88,9 +88,9 @@ def test_a_dead_endpoint_is_one_line_and_the_conversation_is_kept(served) -> Non
 def test_deleting_an_episode_removes_every_trace(served) -> None:  # type: ignore[no-untyped-def]
     server, _, _, run = served
     token = server.join("ivy")
-    _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo3-01"})
+    _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo4-01"})
     server.call("POST", f"/api/p/{token}/episodes/{view['id']}/leave", {"message": "bye", "meter": 30})
-    key = "subject-a|demo3-01|0|human:ivy"
+    key = "subject-a|demo4-01|0|human:ivy"
     assert key in (run / "episodes.jsonl").read_text() and key in (run / "judgements.jsonl").read_text()
     assert server.call("DELETE", f"/api/p/{server.join('jon')}/episodes/{view['id']}")[0] == 404
     assert server.call("DELETE", f"/api/p/{token}/episodes/{view['id']}")[0] == 200
@@ -107,7 +107,7 @@ def test_deleting_an_episode_removes_every_trace(served) -> None:  # type: ignor
 def test_a_kill_mid_turn_loses_that_turn_only(served) -> None:  # type: ignore[no-untyped-def]
     server, fake, config, run = served
     token = server.join("kim")
-    _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo3-01"})
+    _, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo4-01"})
     path = f"/api/p/{token}/episodes/{view['id']}"
     server.call("POST", path + "/turn", {"message": "kept", "meter": 40})
     fake.state.latency_s = 3.0

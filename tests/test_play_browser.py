@@ -82,7 +82,7 @@ def test_user_seat_in_chromium(tmp_path: Path, fake: FakeOpenAIServer, browser: 
     try:
         page = browser.new_page()
         join(page, server, "ana")
-        page.eval("document.querySelector('#case').value = 'demo3-02'")
+        page.eval("document.querySelector('#case').value = 'demo4-02'")
         page.click("#start")
         page.wait_for(f"{LI} == 2")  # the card's opening and the model's reply to it
         assert "WHO YOU ARE" in page.eval("document.querySelector('#card').textContent")
@@ -99,7 +99,7 @@ def test_user_seat_in_chromium(tmp_path: Path, fake: FakeOpenAIServer, browser: 
     finally:
         server.stop()
     episode = episode_of(run, "ana")
-    assert episode["key"] == "subject-a|demo3-02|0|human:ana"
+    assert episode["key"] == "subject-a|demo4-02|0|human:ana"
     assert episode["human"]["seat"] == "user" and episode["roles"]["user"]["label"] == "human:ana"
     assert [t["meter"] for t in episode["turns"][1:]] == meters  # the meter as the person set it
     assert all(t["user"]["human"] and t["user"]["inner"] == "" for t in episode["turns"][1:])
@@ -126,7 +126,7 @@ def test_supporter_seat_in_chromium(tmp_path: Path, fake: FakeOpenAIServer, brow
         page.wait_for("!document.querySelector('#result').classList.contains('hidden')")
         # A second person plays the same case through the API: the leaderboard pools them as "people".
         token = server.join("cleo")
-        status, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo3-01"})
+        status, view = server.call("POST", f"/api/p/{token}/episodes", {"case": "demo4-01"})
         assert status == 200, view
         status, view = server.call("POST", f"/api/p/{token}/episodes/{view['id']}/turn", {"message": "I hear you."})
         status, view = server.call("POST", f"/api/p/{token}/episodes/{view['id']}/leave", {})
@@ -135,7 +135,7 @@ def test_supporter_seat_in_chromium(tmp_path: Path, fake: FakeOpenAIServer, brow
         server.stop()
     episode = episode_of(run, "ben")
     assert episode["subject"] == "human:ben" and episode["human"]["seat"] == "subject"
-    assert episode["key"] == "human:ben|demo3-01|0|human:ben" and len(episode["turns"]) == 3
+    assert episode["key"] == "human:ben|demo4-01|0|human:ben" and len(episode["turns"]) == 3
     assert episode["stop_reason"] == "supporter_left"
     assert [t["reply"] for t in episode["turns"][:2]] == HOSTILE
     board = readers_work(run, tmp_path)

@@ -20,10 +20,10 @@ from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState
 from tests.play_support import PlayServer, emobench
 
-CASES = ["demo3-01", "demo3-02"]
+CASES = ["demo4-01", "demo4-02"]
 # What each person does, case by case: the meter they set with each message, then how they leave.
-ANN = {"case": "demo3-01", "meters": [40, 55, 61], "leave": ("thanks, bye", 70)}
-BOB = {"case": "demo3-02", "meters": [25, 20, 35], "leave": ("", 10)}  # leaves without a word
+ANN = {"case": "demo4-01", "meters": [40, 55, 61], "leave": ("thanks, bye", 70)}
+BOB = {"case": "demo4-02", "meters": [25, 20, 35], "leave": ("", 10)}  # leaves without a word
 
 
 @pytest.fixture(scope="module")

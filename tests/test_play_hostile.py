@@ -21,7 +21,7 @@ from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, default_responder
 from tests.play_support import PlayServer, emobench
 
-CASE = "demo3-01"
+CASE = "demo4-01"
 
 
 def _kind(body: dict[str, Any]) -> str:
@@ -193,7 +193,7 @@ def test_3_killed_between_record_and_judgement(config: Path, fake: FakeOpenAISer
             time.sleep(0.2)
     finally:
         again.stop()
-    assert [j["key"] for j in lines(run / "judgements.jsonl")] == ["subject-a|demo3-01|0|human:eli"]
+    assert [j["key"] for j in lines(run / "judgements.jsonl")] == ["subject-a|demo4-01|0|human:eli"]
     report = json.loads((run / "report.json").read_text())
     scores = pd.read_parquet(run / "scores.parquet")
     assert report["episodes"] == 1 and report["unscored_episodes"] == int(scores["epmq"].isna().sum())
@@ -419,7 +419,7 @@ def test_8_a_delete_reaches_the_pairwise_files_of_a_panel(config: Path, fake: Fa
         assert server.call("DELETE", f"/api/p/{token}/episodes/{episode}")[0] == 200
         assert files_holding(run, words) == []
         assert lines(pair / "pairwise.jsonl") == [] and lines(pair / "pairwise_calls.jsonl") == []
-        assert [j["key"] for j in lines(pair / "judgements.jsonl")] == ["human:pam|demo3-01|0|human:pam"]
+        assert [j["key"] for j in lines(pair / "judgements.jsonl")] == ["human:pam|demo4-01|0|human:pam"]
         again = emobench("judge", str(run), "--panel", str(panel), "--no-cache")  # the panel's scores, anew
         assert again.returncode == 0, again.stderr
         assert len(pd.read_parquet(pair / "scores.parquet")) == 1
