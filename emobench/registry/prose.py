@@ -52,6 +52,7 @@ class ProseWords:
     job_conflicts: dict[str, tuple[str, ...]]
     homes: tuple[str, ...]
     relative_ages: tuple[str, ...]
+    place_words: frozenset[str]
     children: frozenset[str]
     parents: frozenset[str]
 
@@ -98,6 +99,7 @@ def prose_words() -> ProseWords:
                        for k in _mapping(data, "job_conflicts")},
         homes=_strings(data, "home_templates"),
         relative_ages=_strings(data, "relative_age_templates"),
+        place_words=frozenset(_strings(data, "place_words")),
         children=frozenset(_strings(data, "child_relations")),
         parents=frozenset(_strings(data, "parent_relations")),
     )

@@ -89,9 +89,8 @@ def asking_shares(reg: Registry, split: str) -> list[Share]:
     openings = sum(asks(case.opening) is not None for case in cases)
     first = sum(asks(s.stages[0]) is not None for s in scenarios)
     last = sum(asks(s.stages[-1]) is not None for s in scenarios)
-    rows = [("case openings that ask", "question mark or request phrase", openings, len(cases),
-             MAX_ASKING_OPENINGS),
-            ("first stages that ask", "of the split's scenarios", first, len(scenarios), MAX_ASKING_OPENINGS),
-            ("last stages that ask", "of the split's scenarios", last, len(scenarios), MAX_ASKING_LAST)]
+    rows = [("case openings", "ask: a ? or a request", openings, len(cases), MAX_ASKING_OPENINGS),
+            ("first stages", "ask, of the scenarios", first, len(scenarios), MAX_ASKING_OPENINGS),
+            ("last stages", "ask, of the scenarios", last, len(scenarios), MAX_ASKING_LAST)]
     return [Share(name, detail, count, total, f"≤ {bound}", Fraction(count, max(total, 1)) <= bound)
             for name, detail, count, total, bound in rows]
