@@ -13,6 +13,7 @@ from emobench.config import RoleConfig
 from emobench.endpoints import embedded, pool
 from emobench.endpoints.cache import CachedEndpoint, ResponseCache
 from emobench.errors import InputError
+from tests.fake_openai import FakeOpenAIServer, FakeState
 
 AVX2_ONLY = frozenset({"fpu", "sse4_2", "avx", "avx2", "fma"})
 AVX512_NO_BF16 = AVX2_ONLY | {"avx512f", "avx512bw", "avx512vl"}
@@ -67,7 +68,9 @@ class _Launches:
     @contextlib.asynccontextmanager
     async def server(self, model: str, served: str, log: Path, *, extra_args: Sequence[str] = ()) -> AsyncIterator[str]:
         self.servers.append((model, tuple(extra_args)))
-        yield f"http://127.0.0.1:{9000 + len(self.servers)}/v1"
+        # A real loopback server listing the served name: the pool reaches every server it starts.
+        with FakeOpenAIServer(FakeState(models=(served,))) as fake:
+            yield fake.base_url
 
 
 def _resolve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, roles: list[RoleConfig], dtype: str) -> tuple[_Launches, list]:

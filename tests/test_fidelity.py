@@ -226,16 +226,16 @@ def test_people_who_write_differently_are_told_apart(runs: dict[str, Path], tmp_
     assert fid["discriminator"]["auc"] == 1.0  # every "person" turn is the same three words
     assert fid["turn_words"]["human"]["median"] == len(HUMAN_WORDS.split())
     assert fid["discriminator"]["n_turns"] == {"human": 8, "simulator": 16}
-    # The person's meter falls 10 a turn from the persona's start (45 on one demo case, 30 on the
-    # other) and they leave once it is at or below 20, at turn 4 and turn 2: paths 45, 35, 25, 15
-    # and 30, 20 (the meter they left with ends the path). The fake simulator's rises 2 a turn.
+    # The person's meter falls 10 a turn from the persona's start (40 for Zoe on demo4-01, 35 for
+    # Mei-Lin on demo4-02) and they leave once it is at or below 20, both at turn 3: paths 40, 30, 20
+    # and 35, 25, 15 (the meter they left with ends the path). The fake simulator's rises 2 a turn.
     assert fid["stops"]["leave_rate"] == {"human": 1.0, "simulator": 0.0}
     meter = fid["meter"]
-    assert [(t["n"], t["mean"]) for t in meter["human"]] == [(4, 37.5), (4, 27.5), (2, 25.0), (2, 15.0)]
+    assert [(t["n"], t["mean"]) for t in meter["human"]] == [(4, 37.5), (4, 27.5), (4, 17.5)]
     assert [t["mean"] for t in meter["simulator"]] == [37.5, 39.5, 41.5, 43.5, 45.5]
-    # Differences per turn 0, -12, -16.5, -28.5 over the 4 turns both sides reach twice.
+    # Differences per turn 0, -12, -24 over the 3 turns both sides reach twice.
     assert meter["distance"] | {"gap_lo": 0, "gap_hi": 0, "diff_lo": 0, "diff_hi": 0} == {
-        "turns": 4, "gap": 14.25, "diff": -14.25, "gap_lo": 0, "gap_hi": 0, "diff_lo": 0, "diff_hi": 0}
+        "turns": 3, "gap": 12.0, "diff": -12.0, "gap_lo": 0, "gap_hi": 0, "diff_lo": 0, "diff_hi": 0}
     assert meter["distance"]["diff_hi"] < 0
 
 
