@@ -20,7 +20,7 @@ from emobench.registry.cli import app
 from emobench.registry.injection import addressed_to_models
 from emobench.registry.loader import display_path
 from tests.conftest import write_config
-from tests.test_registry_edition3 import case_need, replace
+from tests.test_registry_edition3 import case_need, one_validate_error, replace
 from tests.test_registry_edition4 import IRIS, TEST, WORKSHOP
 from tests.test_registry_edition4 import lib as lib  # the fixture
 
@@ -115,11 +115,8 @@ def test_text_addressed_to_the_models_is_rejected(
     lib: Path, name: str, plant: Callable[[Path], None], file: str, field: str, problem: str
 ) -> None:
     plant(lib)
-    result = runner.invoke(app, ["validate", str(lib)])
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"error: {display_path(lib / file)}: {field}: speaks to the models ({problem}")
+    line = one_validate_error(lib, file, field)
+    assert line.startswith(f"error: {display_path(lib / file)}: {field}: speaks to the models ({problem}")
 
 
 PLAIN = st.lists(st.sampled_from(["she", "ferry", "rain", "judge", "the", "ignore", "score", "note",

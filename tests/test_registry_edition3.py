@@ -20,6 +20,16 @@ from emobench.registry.loader import display_path
 from tests.test_registry_errors import edit_yaml, write
 
 runner = CliRunner()
+
+
+def one_validate_error(lib: Path, file: str, field: str) -> str:
+    """``validate`` refuses ``lib`` (exit 2) in exactly one line naming the file and the field; that line."""
+    result = runner.invoke(app, ["validate", str(lib)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.stderr
+    assert lines[0].startswith(f"error: {display_path(lib / file)}: {field}: "), lines[0]
+    return lines[0]
 ED3 = Path(__file__).parent / "data" / "registry" / "ed3"
 IRIS, OTTO = "personas/iris.yaml", "personas/otto.yaml"
 LOCKED, WORKSHOP = "scenarios/locked-out.yaml", "scenarios/the-workshop-key.yaml"
@@ -149,13 +159,7 @@ def test_each_planted_fault_is_one_line_naming_file_and_field(
     lib: Path, name: str, plant: Callable[[Path], None], file: str, field: str, problem: str
 ) -> None:
     plant(lib)
-    result = runner.invoke(app, ["validate", str(lib)])
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"error: {display_path(lib / file)}: {field}: "), lines[0]
-    assert problem in lines[0], lines[0]
-    assert "Traceback" not in result.output
+    assert problem in one_validate_error(lib, file, field)
 
 
 def test_the_hidden_need_changes_the_case_hash(lib: Path) -> None:

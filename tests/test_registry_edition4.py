@@ -17,7 +17,7 @@ from emobench.registry.cli import app
 from emobench.registry.loader import display_path
 from emobench.registry.story_shape import asks, scripted_outcome
 from emobench.registry.words import concept_words, normalised, shared_run
-from tests.test_registry_edition3 import case_need, replace
+from tests.test_registry_edition3 import case_need, one_validate_error, replace
 from tests.test_registry_errors import edit_yaml, write
 
 runner = CliRunner()
@@ -120,13 +120,7 @@ def test_each_planted_fault_is_one_line_naming_file_and_field(
     lib: Path, name: str, plant: Callable[[Path], None], file: str, field: str, problem: str
 ) -> None:
     plant(lib)
-    result = runner.invoke(app, ["validate", str(lib)])
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"error: {display_path(lib / file)}: {field}: "), lines[0]
-    assert problem in lines[0], lines[0]
-    assert "Traceback" not in result.output
+    assert problem in one_validate_error(lib, file, field)
 
 
 def test_a_demo_replaying_a_test_case_is_refused_three_ways(lib: Path) -> None:

@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from emobench.registry.cli import app
-from emobench.registry.loader import display_path
 from emobench.registry.prose import mentions, parse_number, prose_words
-from tests.test_registry_edition3 import replace
+from tests.test_registry_edition3 import one_validate_error, replace
 from tests.test_registry_edition4 import HARVEST, IRIS, SEFA, TEST, WORKSHOP
 from tests.test_registry_edition4 import lib as lib  # the fixture
 
@@ -127,12 +126,7 @@ def test_each_prose_contradiction_is_one_line_naming_file_and_field(
     lib: Path, name: str, plant: Callable[[Path], None], file: str, field: str, problem: str
 ) -> None:
     plant(lib)
-    result = runner.invoke(app, ["validate", str(lib)])
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"error: {display_path(lib / file)}: {field}: "), lines[0]
-    assert problem in lines[0], lines[0]
+    assert problem in one_validate_error(lib, file, field)
 
 
 @pytest.mark.parametrize("words", ["Her late mother Rowan left her the workshop. What do I sign?",
