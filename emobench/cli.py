@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from emobench.cli_support import (
-    SPLITS,
     Interruption,
     Lazy,
     LazyGroup,
@@ -111,111 +110,6 @@ def console() -> Console:
     return Console()
 
 
-def _overrides(
-    subject: list[str] | None,
-    user: str | None,
-    judge: list[str] | None,
-    split: str | None,
-    seeds: str | None,
-    max_turns: int | None,
-    min_turns: int | None,
-    limit: int | None,
-) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    if subject:
-        data["subjects"] = [{"binding": s} for s in subject]
-    if user:
-        data["user"] = {"binding": user}
-    if judge:
-        data["judges"] = [{"binding": j, "label": f"judge-{i}" if len(judge) > 1 else None} for i, j in enumerate(judge)]
-    if split:
-        data["split"] = split
-    if seeds is not None:
-        try:
-            data["seeds"] = [int(s) for s in seeds.split(",") if s.strip()]
-        except ValueError:
-            raise InputError("--seeds", "", f"{seeds!r} is not a comma-separated list of integers") from None
-        if not data["seeds"]:
-            raise InputError("--seeds", "", f"{seeds!r} holds no seed")
-    for key, value in (("max_turns", max_turns), ("min_turns", min_turns), ("limit_cases", limit)):
-        if value is not None:
-            data[key] = value
-    return data
-
-
-# The config field each flag of `run` sets (the key _overrides uses -> the validated field).
-FLAGS = {
-    "subjects": "--subject", "user": "--user", "judges": "--judge", "split": "--split", "seeds": "--seeds",
-    "max_turns": "--max-turns", "min_turns": "--min-turns", "limit_cases": "--limit",
-}
-FLAG_FIELDS = {key: "panel.judges" if key == "judges" else key for key in FLAGS}
-
-
-def _merge_roles(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """CLI bindings replace the config's binding but keep its sampling when the role exists."""
-    merged = {**base, **override}
-    if "judges" in override:
-        # The panel's judges are replaced; its other settings (rubrics, holistic, pairwise) stay.
-        old, new = base["panel"]["judges"], merged.pop("judges")
-        if len(old) == len(new):
-            new = [{**b, "binding": o["binding"], "label": o["label"]} for b, o in zip(old, new, strict=True)]
-        merged["panel"] = {**base["panel"], "judges": new}
-    if "subjects" in override and "subjects" in base and len(base["subjects"]) == len(override["subjects"]):
-        merged["subjects"] = [
-            {**b, "binding": o["binding"], "label": None} for b, o in zip(base["subjects"], override["subjects"], strict=True)
-        ]
-    if "user" in override and "user" in base:
-        merged["user"] = {**base["user"], "binding": override["user"]["binding"], "label": None}
-    return merged
-
-
-def _lower_min_turns(data: dict[str, Any], overrides: dict[str, Any], source: Path, notes: list[str]) -> dict[str, Any]:
-    """A --max-turns below the config's min_turns (and no --min-turns) lowers min_turns to it,
-    so that a short trial run of a full config needs one flag, not two."""
-    from emobench.config import RunConfig
-
-    max_turns = overrides.get("max_turns")
-    min_turns = data.get("min_turns", RunConfig.model_fields["min_turns"].default)
-    if not isinstance(max_turns, int) or max_turns < 1 or "min_turns" in overrides or not isinstance(min_turns, int):
-        return data  # a bad --max-turns is reported against the flag, with nothing lowered
-    if min_turns <= max_turns:
-        return data
-    notes.append(f"note: --max-turns {max_turns} is below min_turns {min_turns} of {source}: min_turns lowered to "
-                 f"{max_turns} (set it with --min-turns)")
-    return {**data, "min_turns": max_turns}
-
-
-def load_run_config(
-    config: Path | None, resume: Path | None, overrides: dict[str, Any], notes: list[str] | None = None
-) -> tuple[RunConfig, dict[str, str]]:
-    """The run's config as `run` validates it: the file (or the resumed run's), the panel, the
-    flags on top; errors in a flag's value name the flag. Returns it with the flags given.
-
-    What the flags changed beyond their own field goes to ``notes`` for the caller to print
-    once its input is all checked (a refusal is one line); without it, printed here."""
-    from emobench.config import load_config_data, resolve_panel, validate_config
-    from emobench.rundir import RunDir
-    from emobench.runner import ROOT
-
-    if resume is not None and not RunDir(resume).manifest.exists():
-        raise InputError(resume, "", "no manifest.json: not a run directory to resume")
-    source = config or (resume / "manifest.json" if resume else ROOT / "configs" / "demo.yaml")
-    base = RunDir(resume).read_config() if resume and config is None else load_config_data(source)
-    flags = {FLAG_FIELDS[key]: flag for key, flag in FLAGS.items() if key in overrides}
-    said: list[str] = []
-    merged = _lower_min_turns(_merge_roles(resolve_panel(base, source, ROOT), overrides), overrides, source, said)
-    if config is not None and "split" not in overrides and merged.get("split", "test") not in SPLITS:
-        raise InputError(source, "split", f"unknown split {merged['split']!r} (known: {', '.join(SPLITS)})")
-    with against_flags(flags):
-        validated = validate_config(merged, source)
-    if notes is None:
-        for line in said:
-            typer.echo(line, err=True)
-    else:
-        notes += said
-    return validated, flags
-
-
 @app.command()
 def run(
     config: Annotated[Path | None, typer.Option(help="Run config YAML (default: configs/demo.yaml).")] = None,
@@ -256,7 +150,9 @@ def run(
     notes: list[str] = []  # printed once every input is checked, so that a refusal stays one line
 
     def load_config() -> tuple[RunConfig, dict[str, str]]:
-        flagged = _overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit)
+        from emobench.run_flags import flag_overrides, load_run_config
+
+        flagged = flag_overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit)
         if not references:
             flagged["references"] = []
         loaded = load_run_config(config, resume, flagged, notes)

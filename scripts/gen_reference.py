@@ -25,7 +25,7 @@ from pydantic_core import PydanticUndefined
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from emobench import cli  # noqa: E402
+from emobench import cli, run_flags  # noqa: E402
 from emobench.cli_support import EXIT_CODES, LazyGroup  # noqa: E402
 from emobench.config import FILE_KEYS, PanelConfig, PlayConfig, Price, RoleConfig, RunConfig  # noqa: E402
 from emobench.records import Sampling  # noqa: E402
@@ -152,7 +152,7 @@ def _default(info: Any) -> str:
 
 
 def config_section() -> list[str]:
-    flags = {field: flag for key, flag in cli.FLAGS.items() for field in [cli.FLAG_FIELDS[key]]}
+    flags = {field: flag for key, flag in run_flags.FLAGS.items() for field in [run_flags.FLAG_FIELDS[key]]}
     lines = ["## Run config", "",
              "A run config is a YAML mapping (`emobench run --config FILE`; `configs/` holds examples). "
              "Unknown keys are refused.", ""]

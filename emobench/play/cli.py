@@ -184,12 +184,12 @@ def play(
 ) -> None:
     """Serve a page where people play the user or the supporter; episodes go to a normal run directory."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from emobench.cli import _overrides, load_run_config
+    from emobench.run_flags import flag_overrides, load_run_config
 
     with one_line_errors():
         if mode not in ("user", "supporter"):
             raise InputError("--mode", "", f"{mode!r} is not user or supporter")
-        cfg, flags = load_run_config(config, None, _overrides(subject, user, judge, split, None, max_turns, min_turns, limit))
+        cfg, flags = load_run_config(config, None, flag_overrides(subject, user, judge, split, None, max_turns, min_turns, limit))
         cfg = _with_play(cfg, allow_origin, open_per_player, open_total, player_per_minute, server_per_minute)
         seat: Seat = "user" if mode == "user" else "subject"
 
