@@ -26,9 +26,9 @@ REPLY = "That sounds heavy. What part of it weighs on you most right now?"
 
 async def play(config: object, in_flight: int, log_dir: Path) -> int:
     from emobench.env import open_host
-    from emobench.runner import long_lived_heap
+    from emobench.run.runner import long_lived_heap
 
-    # The batch layer's GC setting (emobench.runner.long_lived_heap), which a trainer can use too.
+    # The batch layer's GC setting (emobench.run.runner.long_lived_heap), which a trainer can use too.
     async with open_host(config, log_dir=log_dir) as host:  # type: ignore[arg-type]
         gate = asyncio.Semaphore(in_flight)
         jobs = [(case, seed) for case in host.cases() for seed in host.config.seeds]
@@ -55,7 +55,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from emobench.runner import run_benchmark
+    from emobench.run.runner import run_benchmark
 
     cases, seeds = episode_grid(args.episodes)
     print(load_line())

@@ -40,7 +40,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from emobench.runner import run_benchmark
+    from emobench.run.runner import run_benchmark
 
     cases, seeds = episode_grid(args.episodes)
     print(load_line())

@@ -68,8 +68,8 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from emobench.records import Episode
+    from emobench.run.runner import run_benchmark
     from emobench.rundir import RunDir
-    from emobench.runner import run_benchmark
 
     cases, seeds = episode_grid(args.episodes)
     print(load_line())

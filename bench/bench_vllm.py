@@ -86,8 +86,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
     from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model, served_dtype
     from emobench.endpoints.vllm_server import launch_server, stop_server, wait_healthy
     from emobench.records import EpisodeJudgement
+    from emobench.run.runner import run_benchmark
     from emobench.rundir import RunDir, read_records
-    from emobench.runner import run_benchmark
 
     dtype = served_dtype()
     model = prepare_embedded_model(dtype)

@@ -150,7 +150,7 @@ def run(
     notes: list[str] = []  # printed once every input is checked, so that a refusal stays one line
 
     def load_config() -> tuple[RunConfig, dict[str, str]]:
-        from emobench.run_flags import flag_overrides, load_run_config
+        from emobench.run.flags import flag_overrides, load_run_config
 
         flagged = flag_overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit)
         if not references:
@@ -168,9 +168,9 @@ def run(
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
         from emobench.registry import load_registry
-        from emobench.report import finalize_run, summary_line
+        from emobench.run.finalize import finalize_run, summary_line
+        from emobench.run.runner import ROOT, run_benchmark
         from emobench.rundir import RunDir
-        from emobench.runner import ROOT, run_benchmark
         from emobench.scoring.epmq import EPMQ_WEIGHTS
         from emobench.scoring.invalid_outputs import invalid_summary
 
@@ -207,9 +207,9 @@ def run(
         log.print(invalid_summary(report))
 
     def plan() -> None:
-        from emobench.dry_run import estimate, print_estimate
+        from emobench.run.dry_run import estimate, print_estimate
+        from emobench.run.runner import ROOT
         from emobench.rundir import RunDir
-        from emobench.runner import ROOT
 
         cfg, flags = load_config()
         with against_flags(flags):
@@ -232,13 +232,13 @@ def merge(
     """Merge shard run directories into one, then score it."""
 
     def go() -> None:
-        from emobench.merge import merge_runs
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
         from emobench.registry import load_registry
-        from emobench.report import finalize_run
+        from emobench.run.finalize import finalize_run
+        from emobench.run.merge import merge_runs
+        from emobench.run.runner import ROOT
         from emobench.rundir import RunDir
-        from emobench.runner import ROOT
 
         counts = merge_runs(run_dirs, out, force=force)
         rd = RunDir(out)
@@ -275,10 +275,10 @@ def judge(
         from emobench.importers.cards import registry_for
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
-        from emobench.report import finalize_run
-        from emobench.rescore import rescore
+        from emobench.run.finalize import finalize_run
+        from emobench.run.rescore import rescore
+        from emobench.run.runner import ROOT
         from emobench.rundir import RunDir
-        from emobench.runner import ROOT
 
         log = err()
         with progress_bar() as tick:

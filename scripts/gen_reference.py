@@ -25,10 +25,11 @@ from pydantic_core import PydanticUndefined
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from emobench import cli, run_flags  # noqa: E402
+from emobench import cli  # noqa: E402
 from emobench.cli_support import EXIT_CODES, LazyGroup  # noqa: E402
 from emobench.config import FILE_KEYS, PanelConfig, PlayConfig, Price, RoleConfig, RunConfig  # noqa: E402
 from emobench.records import Sampling  # noqa: E402
+from emobench.run import flags as run_flags  # noqa: E402
 
 TARGET = ROOT / "docs" / "reference.md"
 MODELS: tuple[tuple[str, type[BaseModel]], ...] = (

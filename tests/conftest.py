@@ -14,7 +14,7 @@ from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Provenance, Rol
 from emobench.judging.mdep import judge_turn
 from emobench.records import RoleInfo, Sampling
 from emobench.registry import Registry, load_registry
-from emobench.runner import ROOT, _caller, load_prompts
+from emobench.run.runner import ROOT, _caller, load_prompts
 from tests.fake_openai import FakeOpenAIServer, FakeState, Responder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -15,9 +15,9 @@ from emobench.cli import app
 from emobench.config import load_config_data, validate_config
 from emobench.endpoints.cache import ResponseCache
 from emobench.registry import load_registry
-from emobench.report import finalize_run
+from emobench.run.finalize import finalize_run
+from emobench.run.runner import ROOT, in_shard, run_benchmark
 from emobench.rundir import RunDir
-from emobench.runner import ROOT, in_shard, run_benchmark
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState
 

@@ -18,7 +18,7 @@ from emobench.judging.calibrate_cli import calibrate
 from emobench.judging.iedr import ITEMS, compare, iedr_messages, parse_iedr, rate_case
 from emobench.prompts import load_template
 from emobench.registry import Case, IEDRLevels, Registry
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 from tests.conftest import fake_caller
 from tests.fake_openai import FakeOpenAIServer, FakeState
 

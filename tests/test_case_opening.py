@@ -10,7 +10,7 @@ from emobench.episode.roles import Limits
 from emobench.judging.iedr import iedr_messages
 from emobench.prompts import load_template
 from emobench.registry import Registry
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 from tests.conftest import PROVENANCE, fake_roles
 from tests.fake_openai import FakeOpenAIServer
 

@@ -20,7 +20,7 @@ from emobench.gate.compare import GATE_METRICS, slice_mask
 from emobench.publish.columns import FAMILIES
 from emobench.registry import load_registry
 from emobench.registry.models import AXES
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer
 

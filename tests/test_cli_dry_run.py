@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from emobench.cli import app
 from emobench.config import load_config_data, validate_config
-from emobench.dry_run import estimate
-from emobench.runner import ROOT, run_benchmark
+from emobench.run.dry_run import estimate
+from emobench.run.runner import ROOT, run_benchmark
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 
 RUNNER = CliRunner()

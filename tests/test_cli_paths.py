@@ -19,7 +19,7 @@ from emobench.cli import app
 from emobench.cli_support import EXIT_CODES, SPLITS
 from emobench.errors import EmobenchError
 from emobench.registry.models import CATEGORIES
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 from tests.conftest import write_config
 from tests.empa_fixture import BAD, GOOD, write_empa_results
 from tests.fake_openai import FakeOpenAIServer, FakeState

@@ -9,7 +9,7 @@ from types import ModuleType
 import pytest
 
 from emobench.config import RoleConfig
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 
 
 def generator() -> ModuleType:

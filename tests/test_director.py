@@ -25,7 +25,7 @@ from emobench.episode.roles import derive_seed
 from emobench.prompts import load_template
 from emobench.records import DirectorAction
 from emobench.registry import Case, Registry
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 from tests.conftest import Serve, fake_caller
 from tests.fake_openai import FakeOpenAIServer
 

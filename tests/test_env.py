@@ -13,8 +13,8 @@ import yaml
 from emobench.config import load_config_data, validate_config
 from emobench.env import EmoEnv, RewardConfig, StepResult, open_host, split_training_config
 from emobench.records import Episode
+from emobench.run.runner import run_benchmark
 from emobench.rundir import RunDir
-from emobench.runner import run_benchmark
 from tests.conftest import Serve, write_config
 from tests.fake_openai import default_responder
 

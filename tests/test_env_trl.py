@@ -48,7 +48,7 @@ def test_reward_functions_sum_steps_and_leave_missing_components_out() -> None:
 def test_grpo_example_on_real_vllm(tmp_path: Path) -> None:
     """The README's training example, one step: simulator and judge on vLLM, the policy in process."""
     from emobench.env import train_example
-    from emobench.runner import ROOT
+    from emobench.run.runner import ROOT
 
     history = train_example.train(ROOT / "configs" / "train.yaml", tmp_path, steps=1, generations=2, max_new_tokens=24)
     logged = history[0]

@@ -138,7 +138,7 @@ def test_llm_director_guidance_reaches_only_the_simulator_and_can_end(registry: 
     from dataclasses import replace
 
     from emobench.prompts import load_template
-    from emobench.runner import ROOT
+    from emobench.run.runner import ROOT
     from tests.conftest import fake_caller
 
     case = registry.cases("demo")[0]

@@ -15,7 +15,7 @@ import pytest
 from emobench.config import load_config_data, validate_config
 from emobench.gate.baseline import load_side
 from emobench.registry import load_registry
-from emobench.runner import ROOT, load_prompts, manifest
+from emobench.run.runner import ROOT, load_prompts, manifest
 from tests.fake_openai import WORSE_MODEL, FakeOpenAIServer, FakeState, scripted_responder
 from tests.gate_support import BASELINE_SUBJECT, GATE_CASES, emobench, gate_config, publish_baseline, run
 

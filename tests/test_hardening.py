@@ -22,9 +22,9 @@ from emobench.endpoints.pool import EndpointPool
 from emobench.errors import EndpointError, InputError
 from emobench.records import Sampling
 from emobench.registry import load_registry
-from emobench.report import finalize_run
+from emobench.run.finalize import finalize_run
+from emobench.run.runner import run_benchmark
 from emobench.rundir import RunDir
-from emobench.runner import run_benchmark
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 
@@ -263,7 +263,7 @@ def test_sigterm_names_the_run_directory(monkeypatch: pytest.MonkeyPatch, tmp_pa
     async def terminated(*args: object, **kwargs: object) -> None:
         raise Terminated
 
-    monkeypatch.setattr("emobench.runner.run_benchmark", terminated)
+    monkeypatch.setattr("emobench.run.runner.run_benchmark", terminated)
     cfg = write_config(tmp_path / "run.yaml", "http://127.0.0.1:9/v1")
     result = invoke("run", "--config", cfg, "--out", tmp_path, "--run-id", "r")
     assert result.exit_code == 143

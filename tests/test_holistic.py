@@ -15,7 +15,7 @@ from emobench.judging.holistic import holistic_messages, judge_holistic, parse_h
 from emobench.prompts import load_template
 from emobench.records import HOLISTIC_DIMENSIONS, DimScore, HolisticVerdict, UserMove, mean_scores
 from emobench.registry import Registry
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 from tests.conftest import PROVENANCE, fake_caller, fake_roles
 from tests.fake_openai import FakeOpenAIServer, FakeState
 from tests.test_audit import make_episode

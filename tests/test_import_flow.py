@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 
 PACKAGE = ROOT / "emobench"
 # What runs after each stage: a stage's modules import none of these.
-DOWNSTREAM = ("emobench.runner", "emobench.rescore", "emobench.report", "emobench.merge", "emobench.publish",
+DOWNSTREAM = ("emobench.run", "emobench.publish",
               "emobench.gate", "emobench.validation", "emobench.viewer", "emobench.cli", "emobench.play",
               "emobench.importers", "emobench.external", "emobench.env")
 

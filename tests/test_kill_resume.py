@@ -23,9 +23,9 @@ import pytest
 
 from emobench.config import load_config_data, validate_config
 from emobench.registry import load_registry
-from emobench.report import finalize_run
+from emobench.run.finalize import finalize_run
+from emobench.run.runner import ROOT, run_benchmark
 from emobench.rundir import RunDir
-from emobench.runner import ROOT, run_benchmark
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState
 

@@ -14,8 +14,8 @@ from emobench.endpoints.client import Completion, RetryPolicy
 from emobench.endpoints.litellm_client import LiteLLMClient
 from emobench.errors import EndpointError
 from emobench.records import Sampling
+from emobench.run.runner import run_benchmark
 from emobench.rundir import RunDir
-from emobench.runner import run_benchmark
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState
 

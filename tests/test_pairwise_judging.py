@@ -28,7 +28,7 @@ from emobench.judging.pairwise import (
 from emobench.prompts import load_template
 from emobench.records import Episode, PairwiseVerdict, Turn, TurnJudgement, UserMove
 from emobench.registry import Case, Registry
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 from emobench.scoring.pairwise import bradley_terry_ci
 from emobench.scoring.reliability import FLIP_COLUMNS, position_flip_rate
 from tests.conftest import Serve, fake_caller

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-import emobench.preflight
+import emobench.run.preflight
 from emobench.cli import app
 from emobench.errors import InputError
 from emobench.trackers.affect import default_tracker
@@ -123,8 +123,8 @@ def test_a_hosted_provider_without_its_key_is_refused(
 def test_a_vllm_role_without_vllm_installed_is_refused(
     fake: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = emobench.preflight.find_spec
-    monkeypatch.setattr(emobench.preflight, "find_spec", lambda name: None if name == "vllm" else real(name))
+    real = emobench.run.preflight.find_spec
+    monkeypatch.setattr(emobench.run.preflight, "find_spec", lambda name: None if name == "vllm" else real(name))
     expected = "user.binding: vllm:embedded needs vLLM, which is not installed; pip install 'emobench[cpu]'"
     _run_refused(fake, tmp_path, _set(user={"binding": "vllm:embedded"}), expected)
 
@@ -225,7 +225,7 @@ def test_the_out_folder_check_refuses_exactly_a_file_in_the_way_and_writes_nothi
     out = base.joinpath(*parts)
     if blocked:
         with pytest.raises(InputError, match="not a folder"):
-            emobench.preflight._check_writable(out)
+            emobench.run.preflight._check_writable(out)
     else:
-        emobench.preflight._check_writable(out)
+        emobench.run.preflight._check_writable(out)
     assert _files(base) == before

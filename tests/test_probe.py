@@ -18,7 +18,7 @@ from emobench.episode.roles import Limits, derive_seed
 from emobench.prompts import load_template
 from emobench.records import ProbeAnswer
 from emobench.registry import Persona, Registry
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 from emobench.scoring.probe import counterfactual_spread, probe_scores
 from tests.conftest import PROVENANCE, fake_caller, fake_roles
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder

@@ -16,8 +16,8 @@ from emobench.cli import app
 from emobench.config import load_config_data, validate_config
 from emobench.errors import EndpointError
 from emobench.library_paths import checkout_sha
+from emobench.run.runner import ROOT, run_benchmark
 from emobench.rundir import LATEST, RunDir
-from emobench.runner import ROOT, run_benchmark
 from emobench.scoring.schema import SCORES_SCHEMA
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder

@@ -14,7 +14,7 @@ from emobench.episode.roles import EpisodeRoles, Limits
 from emobench.errors import InputError
 from emobench.judging.mdep import judge_turn
 from emobench.records import RoleInfo, Sampling
-from emobench.runner import _caller
+from emobench.run.runner import _caller
 from tests.conftest import PROVENANCE, fake_caller
 from tests.fake_openai import FakeOpenAIServer
 

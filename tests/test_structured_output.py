@@ -25,7 +25,7 @@ from emobench.judging.mdep import MDEP_FORMAT, judge_turn
 from emobench.judging.pairwise import PAIRWISE_FORMAT
 from emobench.records import RoleInfo, Sampling
 from emobench.registry import Registry
-from emobench.runner import _caller
+from emobench.run.runner import _caller
 from tests.conftest import FAST_RETRY, PROVENANCE, fake_caller
 from tests.fake_openai import FakeOpenAIServer
 
@@ -145,7 +145,7 @@ def _worst_case_tokens(fmt: dict[str, Any]) -> int:
 def test_demo_budgets_cover_a_whole_object_at_the_bounds() -> None:
     import yaml
 
-    from emobench.runner import ROOT
+    from emobench.run.runner import ROOT
 
     config = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
     panel = yaml.safe_load((ROOT / config["panel"]).read_text())

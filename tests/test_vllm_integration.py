@@ -21,9 +21,9 @@ from emobench.config import validate_config
 from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model, served_dtype
 from emobench.endpoints.vllm_server import launch_server, stop_server, wait_healthy
 from emobench.registry import load_registry
-from emobench.report import finalize_run
+from emobench.run.finalize import finalize_run
+from emobench.run.runner import ROOT, run_benchmark
 from emobench.rundir import RunDir
-from emobench.runner import ROOT, run_benchmark
 
 pytestmark = pytest.mark.vllm
 

@@ -22,7 +22,7 @@ import pytest
 from emobench.library_paths import LIBRARY_ITEMS, library_file, library_root
 from emobench.prompts import load_template
 from emobench.registry import load_registry
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 from tests.fake_openai import FakeOpenAIServer, FakeState
 
 CHECKOUT = Path(__file__).resolve().parents[1]

@@ -29,7 +29,7 @@ from emobench.judging.mdep import judge_turn
 from emobench.prompts import load_template
 from emobench.records import RoleInfo
 from emobench.registry import Case, Registry, load_registry
-from emobench.runner import ROOT, _caller, load_prompts, select_cases
+from emobench.run.runner import ROOT, _caller, load_prompts, select_cases
 
 
 def split_training_config(data: dict[str, Any], source: str | Path) -> tuple[RunConfig, RewardConfig]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from emobench.env.host import load_training_config, open_host
 from emobench.env.trl import EnvThread, make_rollout_func, reward_funcs
-from emobench.runner import ROOT
+from emobench.run.runner import ROOT
 
 
 def train(config_path: Path, out: Path, steps: int, generations: int, max_new_tokens: int) -> list[dict[str, Any]]:

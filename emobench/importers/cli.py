@@ -24,7 +24,7 @@ def empa(
     """Import EMPA's recorded runs, scored under the `empa` profile and marked external."""
     with one_line_errors():
         from emobench.importers.empa import import_empa
-        from emobench.runner import ROOT
+        from emobench.run.runner import ROOT
 
         with progress_bar() as tick:
             section = import_empa(results_dir, out, root=ROOT, commit=commit, tick=tick)

@@ -25,7 +25,7 @@ from emobench.profiles import load_profile
 from emobench.records import AxisLevel, Episode, EPMPoint, JudgeVerdict, RoleInfo, Sampling, Turn, TurnJudgement, UserMove
 from emobench.registry import Case
 from emobench.registry.hashing import registry_version
-from emobench.report import finalize_run
+from emobench.run.finalize import finalize_run
 from emobench.rundir import RunDir
 from emobench.scoring.mdep import regression_points, turn_vector
 from emobench.trackers.epm import EPMEngine

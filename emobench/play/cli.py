@@ -70,10 +70,10 @@ async def serve(
     from emobench.play.server import STATIC, TEMPLATES, make_app
     from emobench.play.session import PlayHub, Quota
     from emobench.play.store import PlayStore, page_version
-    from emobench.preflight import preflight
     from emobench.registry import load_registry
+    from emobench.run.preflight import preflight
+    from emobench.run.runner import ROOT, _caller, _check_resume, load_prompts, manifest, select_cases
     from emobench.rundir import RunDir
-    from emobench.runner import ROOT, _caller, _check_resume, load_prompts, manifest, select_cases
 
     check_assets()
     registry = load_registry(ROOT)
@@ -184,7 +184,7 @@ def play(
 ) -> None:
     """Serve a page where people play the user or the supporter; episodes go to a normal run directory."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from emobench.run_flags import flag_overrides, load_run_config
+    from emobench.run.flags import flag_overrides, load_run_config
 
     with one_line_errors():
         if mode not in ("user", "supporter"):

@@ -261,7 +261,7 @@ class PlayStore:
         """scores.parquet, report.json and leaderboard.parquet as `emobench run` writes them;
         with no episode left, none of them (a deleted episode must not live on in a score)."""
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
-        from emobench.report import finalize_run
+        from emobench.run.finalize import finalize_run
 
         with self._finalizing:
             if not self.rd.done_keys():

@@ -95,7 +95,7 @@ async def panel_scores(
     from emobench.judging.holistic import _one_judge
     from emobench.prompts import load_template
     from emobench.records import mean_scores
-    from emobench.runner import _caller
+    from emobench.run.runner import _caller
 
     config = validate_config(run.read_manifest()["config"], run.manifest, root)
     template = load_template(root / "judges" / config.panel.rubrics["holistic"])
@@ -232,7 +232,7 @@ def validate(
     with one_line_errors():
         from emobench.endpoints.cache import ResponseCache
         from emobench.endpoints.embedded import cache_root
-        from emobench.runner import ROOT
+        from emobench.run.runner import ROOT
 
         responses = None
         if cache:

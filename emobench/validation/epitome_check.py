@@ -24,7 +24,7 @@ from emobench.prompts import PromptTemplate, load_template
 from emobench.records import ModelCall, mean_scores
 from emobench.registry import Case
 from emobench.registry.models import AXES
-from emobench.runner import _caller
+from emobench.run.runner import _caller
 from emobench.validation.agreement_stats import level_agreement, score_agreement
 from emobench.validation.epitome_data import FILES, LEVELS, MECHANISMS, EpitomeData, Pair, samples
 from emobench.validation.stand_in import stand_in_case

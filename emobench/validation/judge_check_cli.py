@@ -22,7 +22,7 @@ DEFAULT_PANEL = Path("judges") / "panels" / "embedded.yaml"
 def _panels(paths: list[Path], run_dirs: list[Path], root: Path) -> list[tuple[str, PanelConfig]]:
     """Each --panel file; without one, the first run's panel, else the embedded panel."""
     from emobench.config import validate_config
-    from emobench.rescore import load_panel
+    from emobench.run.rescore import load_panel
     from emobench.rundir import RunDir
 
     if paths:

@@ -23,7 +23,7 @@ from emobench.errors import InputError
 from emobench.importers.cards import registry_for
 from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
 from emobench.library_paths import library_root
-from emobench.preflight import preflight
+from emobench.run.preflight import preflight
 from emobench.rundir import RunDir
 
 

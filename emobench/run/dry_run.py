@@ -32,11 +32,11 @@ from emobench.episode.roles import EpisodePrompts
 from emobench.episode.simulator import simulator_messages
 from emobench.episode.stepper import subject_conversation
 from emobench.judging.mdep import judge_messages
-from emobench.preflight import preflight
 from emobench.prompts import PromptTemplate, load_template
 from emobench.registry import Case, load_registry
+from emobench.run.preflight import preflight
+from emobench.run.runner import _check_resume, in_shard, load_prompts, select_cases
 from emobench.rundir import RunDir
-from emobench.runner import _check_resume, in_shard, load_prompts, select_cases
 
 CHARS_PER_TOKEN = 4
 

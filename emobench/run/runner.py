@@ -29,10 +29,10 @@ from emobench.errors import EndpointError, InputError
 from emobench.judging.mdep import judge_turn
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
 from emobench.library_paths import git_sha, library_root
-from emobench.preflight import preflight
 from emobench.prompts import load_template
 from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict
 from emobench.registry import Case, Registry, load_registry
+from emobench.run.preflight import preflight
 from emobench.rundir import RunDir, read_records
 
 ROOT = library_root()

@@ -98,8 +98,8 @@ def load_run_config(
     What the flags changed beyond their own field goes to ``notes`` for the caller to print
     once its input is all checked (a refusal is one line); without it, printed here."""
     from emobench.config import load_config_data, resolve_panel, validate_config
+    from emobench.run.runner import ROOT
     from emobench.rundir import RunDir
-    from emobench.runner import ROOT
 
     if resume is not None and not RunDir(resume).manifest.exists():
         raise InputError(resume, "", "no manifest.json: not a run directory to resume")
