@@ -72,8 +72,9 @@ def tagged(text: str) -> tuple[tuple[str, str], ...]:
 def person_names(text: str) -> list[str]:
     """Words jieba tags as a person's name, in order, once each: two to four characters that
     start with a common surname (two-character ones also rare in its dictionary, unlike 明白),
-    without the address words it mistakes for names (老公, 阿姨)."""
-    skip = set(strings(PROSE_WORDS_ZH, "not_names"))
+    without the relation and address words it mistakes for names (孙子, 老公, 阿姨)."""
+    relations: dict[str, list[str]] = data(PROSE_WORDS_ZH)["relations"]
+    skip = set(strings(PROSE_WORDS_ZH, "not_names")) | {w for words in relations.values() for w in words}
     family = set(strings(PROSE_WORDS_ZH, "surnames"))
     most = int(data(PROSE_WORDS_ZH)["max_name_frequency"])
     found = [w for w, tag in tagged(text)
