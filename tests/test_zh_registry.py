@@ -103,3 +103,10 @@ def test_a_chinese_card_with_an_alias_is_refused(zh: Path) -> None:
     result = runner.invoke(app, ["validate", str(zh)])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "anchor &t is not allowed" in result.stderr and "qingming-first-year.yaml" in result.stderr
+
+
+def test_list_filters_by_language() -> None:
+    chinese = runner.invoke(app, ["list", "--root", str(ZH), "--language", "zh"])
+    assert chinese.exit_code == 0 and "4 cases" in chinese.output and "testzh-01" in chinese.output
+    english = runner.invoke(app, ["list", "--root", str(ZH), "--language", "en"])
+    assert english.exit_code == 0 and "0 cases" in english.output
