@@ -88,6 +88,9 @@ def test_list_and_validate_show_the_chinese_splits() -> None:
     checked = runner.invoke(app, ["validate", str(ZH)])
     assert checked.exit_code == 0, checked.output
     assert "test-zh: 1 cases" in checked.output
+    for card, kind in ((WANG, "persona wang-jianguo"), (QINGMING, "scenario qingming-first-year")):
+        one = runner.invoke(app, ["validate", str(ZH / card)])
+        assert one.exit_code == 0 and one.output.startswith(f"ok: {kind} ("), one.output
 
 
 def test_a_chinese_field_over_the_limit_is_refused(zh: Path) -> None:
