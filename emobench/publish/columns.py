@@ -15,6 +15,7 @@ FAMILY_TITLES = {
     "mechanism_stress": "Mechanism stress test",
     "persona_resilience": "Persona resilience",
     "category": "Category",
+    "language": "Language",
     "valence": "Valence of the situation",
 }
 FAMILIES = tuple(FAMILY_TITLES)
