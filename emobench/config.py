@@ -24,7 +24,8 @@ INT64 = 2**63
 Seed = Annotated[int, Field(ge=0, lt=INT64)]
 
 # Fields that change how fast a run goes but not what it produces; kept out of the hash.
-OPERATIONAL = {"max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price", "play"}
+# local_split is a folder's path: its cards count through the registry version instead.
+OPERATIONAL = {"local_split", "max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price", "play"}
 
 
 class _Config(BaseModel):
@@ -88,7 +89,11 @@ class RunConfig(_Config):
     director: RoleConfig | None = None  # an LLM director; None uses the rule director
     probe: bool = True  # ask the subject, out of character, to infer the persona (docs/method.md §5.6)
     # A template name under prompts/, e.g. "companion".
-    subject_system_prompt: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+$")
+    subject_system_prompt: str | None = Field(default=None, pattern=r"^([a-z]{2}/)?[A-Za-z0-9_-]+$")
+    # "flat": the subject gets the dialogue so far as one user message, rendered by the
+    # subject_system_prompt template's "user" block (EMPA's protocol, docs/empa.md).
+    subject_history: Literal["turns", "flat"] = "turns"
+    local_split: str | None = None  # a folder of imported cases (emobench.registry.local) played instead
     split: str = "test"
     cases: list[str] | None = None
     limit_cases: int | None = Field(default=None, ge=1, lt=INT64)

@@ -33,9 +33,9 @@ from emobench.episode.simulator import simulator_messages
 from emobench.episode.stepper import subject_conversation
 from emobench.judging.mdep import judge_messages
 from emobench.prompts import PromptTemplate, load_template
-from emobench.registry import Case, load_registry
+from emobench.registry import Case
 from emobench.run.preflight import preflight
-from emobench.run.runner import _check_resume, in_shard, load_prompts, select_cases
+from emobench.run.runner import _check_resume, in_shard, load_prompts, run_registry, select_cases
 from emobench.rundir import RunDir
 
 CHARS_PER_TOKEN = 4
@@ -150,7 +150,7 @@ def estimate(
     """Run the whole preflight a run runs before its first call (keys, endpoints, templates, the
     tracker), then count the run's calls and tokens at most. A resumed run is checked against
     the run directory, and its finished episodes are not counted."""
-    registry = load_registry(root)
+    registry = run_registry(cfg, root)
     cases = select_cases(registry, cfg)
     done = set()
     if resume is not None:

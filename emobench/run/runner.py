@@ -32,8 +32,9 @@ from emobench.library_paths import git_sha, library_root
 from emobench.prompts import load_template
 from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict
 from emobench.registry import Case, Registry, load_registry
+from emobench.registry.local import CASES_FILE, local_registry, read_split_info
 from emobench.run.preflight import preflight
-from emobench.rundir import RunDir, read_records
+from emobench.rundir import RunDir, atomic_write_bytes, read_records
 
 ROOT = library_root()
 
@@ -58,13 +59,29 @@ def select_cases(registry: Registry, config: RunConfig) -> list[Case]:
 
 def load_prompts(root: Path, config: RunConfig) -> EpisodePrompts:
     system = config.subject_system_prompt
-    return EpisodePrompts(
+    prompts = EpisodePrompts(
         simulator=load_template(root / "prompts" / "simulator.j2"),
         judge=load_template(root / "judges" / config.panel.rubrics["mdep"]),
         subject_system=load_template(root / "prompts" / f"{system}.j2") if system else None,
         director=load_template(root / "prompts" / "director.j2") if config.director else None,
         probe=load_template(root / "prompts" / "probe.j2") if config.probe else None,
+        flat_history=config.subject_history == "flat",
     )
+    if prompts.flat_history and not (prompts.subject_system and prompts.subject_system.has_block("user")):
+        raise InputError("config", "subject_history", "flat needs a subject_system_prompt template with a "
+                         "'user' block (e.g. zh/companion_flat)")
+    return prompts
+
+
+def run_registry(config: RunConfig, root: Path) -> Registry:
+    """The library's cards, or those of the run's local split (an imported folder)."""
+    if config.local_split is None:
+        return load_registry(root)
+    registry = local_registry(Path(config.local_split), root)
+    if config.split not in registry.splits:
+        raise InputError("config", "split", f"{config.split!r}, but the local split {config.local_split} is "
+                         f"{registry.splits[0]!r}")
+    return registry
 
 
 def prompt_versions(prompts: EpisodePrompts) -> dict[str, str]:
@@ -211,7 +228,7 @@ async def run_benchmark(
     """Run (or resume) every episode, judging each as it finishes. ``notes`` (what the command
     line changed, a role it kept) are printed under the run's first line, once preflight passed."""
     console = console or Console(stderr=True)
-    registry = load_registry(root)
+    registry = run_registry(config, root)
     cases = select_cases(registry, config)
     registry_version = registry.version(config.split)
     rd = RunDir(run_dir)
@@ -261,6 +278,10 @@ async def run_benchmark(
         }
         info = manifest(config, rd.path.name, registry_version, prompts, roles_info, root)
         info["shard"] = list(shard) if shard else None
+        if config.local_split is not None:  # the cards travel with the run, for rescoring and reports
+            local = Path(config.local_split)
+            info["local_split"] = {k: v for k, v in read_split_info(local).items() if k in ("split", "language", "source")}
+            atomic_write_bytes(rd.path / CASES_FILE, (local / CASES_FILE).read_bytes())
         rd.write_json(rd.manifest, info)
 
         jobs = [
