@@ -101,6 +101,8 @@ class RunConfig(_Config):
     reveal_every: int = Field(default=3, ge=0, lt=INT64)
     concurrency: int = Field(default=64, ge=1, lt=INT64)
     scoring_profile: ProfileName = DEFAULT_PROFILE  # docs/method.md §5.8: "emobench" or "empa"
+    # The judges' instruction language: the case's (its templates under judges/ or judges/zh/), or pinned.
+    judge_language: Literal["case", "en", "zh"] = "case"
     play: PlayConfig = Field(default_factory=PlayConfig)  # read by `emobench play` only
 
     def limits(self) -> Limits:
@@ -112,6 +114,10 @@ class RunConfig(_Config):
             director_retries=self.director_retries,
             reveal_every=self.reveal_every,
         )
+
+    def judges_language(self, case_language: str) -> str:
+        """The language of the judges' templates for a case of ``case_language``."""
+        return case_language if self.judge_language == "case" else self.judge_language
 
     @property
     def judges(self) -> list[RoleConfig]:
@@ -134,7 +140,10 @@ class RunConfig(_Config):
                 return [strip(v) for v in value]
             return value
 
-        canonical = orjson.dumps(strip(self.model_dump(mode="json")), option=orjson.OPT_SORT_KEYS)
+        data = strip(self.model_dump(mode="json"))
+        if data["judge_language"] == "case":  # the default: configs from before the key keep their hash
+            del data["judge_language"]
+        canonical = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(canonical).hexdigest()[:16]
 
 
