@@ -245,7 +245,7 @@ def merge(
         counts = merge_runs(run_dirs, out, force=force)
         rd = RunDir(out)
         with progress_bar() as tick:
-            finalize_run(rd, run_registry(cfg, ROOT), tick=tick)
+            finalize_run(rd, load_registry(ROOT), tick=tick)
         table = build_leaderboard([rd.path], force=force)
         write_leaderboard(table, rd.path)
         render_table(table, console())

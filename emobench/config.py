@@ -89,7 +89,7 @@ class RunConfig(_Config):
     director: RoleConfig | None = None  # an LLM director; None uses the rule director
     probe: bool = True  # ask the subject, out of character, to infer the persona (docs/method.md §5.6)
     # A template name under prompts/, e.g. "companion".
-    subject_system_prompt: str | None = Field(default=None, pattern=r"^([a-z]{2}/)?[A-Za-z0-9_-]+$")
+    subject_system_prompt: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+$")
     # "flat": the subject gets the dialogue so far as one user message, rendered by the
     # subject_system_prompt template's "user" block (EMPA's protocol, docs/empa.md).
     subject_history: Literal["turns", "flat"] = "turns"
@@ -106,6 +106,8 @@ class RunConfig(_Config):
     reveal_every: int = Field(default=3, ge=0, lt=INT64)
     concurrency: int = Field(default=64, ge=1, lt=INT64)
     scoring_profile: ProfileName = DEFAULT_PROFILE  # docs/method.md §5.8: "emobench" or "empa"
+    # The judges' instruction language: the case's (its templates under judges/ or judges/zh/), or pinned.
+    judge_language: Literal["case", "en", "zh"] = "case"
     play: PlayConfig = Field(default_factory=PlayConfig)  # read by `emobench play` only
 
     def limits(self) -> Limits:
@@ -117,6 +119,10 @@ class RunConfig(_Config):
             director_retries=self.director_retries,
             reveal_every=self.reveal_every,
         )
+
+    def judges_language(self, case_language: str) -> str:
+        """The language of the judges' templates for a case of ``case_language``."""
+        return case_language if self.judge_language == "case" else self.judge_language
 
     @property
     def judges(self) -> list[RoleConfig]:
@@ -139,7 +145,10 @@ class RunConfig(_Config):
                 return [strip(v) for v in value]
             return value
 
-        canonical = orjson.dumps(strip(self.model_dump(mode="json")), option=orjson.OPT_SORT_KEYS)
+        data = strip(self.model_dump(mode="json"))
+        if data["judge_language"] == "case":  # the default: configs from before the key keep their hash
+            del data["judge_language"]
+        canonical = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(canonical).hexdigest()[:16]
 
 

@@ -178,7 +178,7 @@ def read_card_file(path: Path) -> dict[str, Any]:
             for period, label in (("childhood", "童年经历"), ("adolescence", "少年经历"), ("adulthood", "青年经历"))
         },
         "present": _field(experience, "现在的情况", path, "experience"),
-        "goal": " ".join(t for t in (_optional(experience, "隐形成长主线脉络"), _optional(experience, "现在的人生主线目标")) if t),
+        "goal": " ".join(t for t in (_optional(experience, label) for label in ("隐形成长主线脉络", "现在的人生主线目标")) if t),
         "cause": _field(_section(text, "scenario", path), "故事的起因", path, "scenario"),
     }
 
@@ -214,8 +214,9 @@ def read_levels(checkout: Path, script_id: str, precomputed: dict[str, Any] | No
     for result in sorted((checkout / RESULTS).glob(f"**/{script_id}_result.json")):
         data = read_json(result)
         epj = data.get("epj") if isinstance(data, dict) else None
-        filled = (epj or {}).get("iedr_details", {}).get("filled_iedr") if isinstance(epj, dict) else None
-        if filled is None:
+        details = epj.get("iedr_details") if isinstance(epj, dict) else None
+        filled = details.get("filled_iedr") if isinstance(details, dict) else None
+        if filled is None or not isinstance(epj, dict):
             continue
         recorded = epj.get("P_0_initial_deficit")
         return {"iedr": _levels(filled, result, "epj.iedr_details.filled_iedr"),
