@@ -148,6 +148,12 @@ class RunConfig(_Config):
         data = strip(self.model_dump(mode="json"))
         if data["judge_language"] == "case":  # the default: configs from before the key keep their hash
             del data["judge_language"]
+        if data["subject_history"] == "turns":  # likewise the default subject history...
+            del data["subject_history"]
+        for role in [*data["subjects"], data["user"], *data["panel"]["judges"], data["director"] or {}]:
+            for penalty in ("frequency_penalty", "presence_penalty"):  # ...and penalties left unset
+                if role.get("sampling", {}).get(penalty, 0) is None:
+                    del role["sampling"][penalty]
         canonical = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(canonical).hexdigest()[:16]
 

@@ -65,7 +65,7 @@ def build_case(card: EmpaCard, where: Path) -> Case:
     }
     tactics = [move for word, move in TACTICS.items() if word in card.strategy] or ["hinting"]
     persona_card = PersonaCard.model_validate({
-        "id": slug, "version": 1, "name": card.name, "age": card.age,
+        "id": slug, "version": 1, "language": LANGUAGE, "name": card.name, "age": card.age,
         "identity": f"{card.gender}，{card.age}岁。{card.present}",
         "background": " ".join(t for t in (card.goal, card.wants_to_say) if t),
         "big_five": dict.fromkeys(("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism"), "high"),
@@ -79,7 +79,7 @@ def build_case(card: EmpaCard, where: Path) -> Case:
     if card.interlude.strip():
         memories.append({"period": "current", "text": card.interlude})
     scenario_card = ScenarioCard.model_validate({
-        "id": slug, "version": 1, "category": category, "topic": card.topic,
+        "id": slug, "version": 1, "language": LANGUAGE, "category": category, "topic": card.topic,
         "stages": [card.cause, *card.stages][:6], "memories": memories[:5], "opening": card.topic,
     })
     persona = Persona(**persona_card.model_dump(), content_hash=card_hash(persona_card))
