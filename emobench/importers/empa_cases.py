@@ -153,5 +153,5 @@ def _notice(info: dict[str, Any]) -> str:
     a = yaml.safe_load(ATTRIBUTION.read_text(encoding="utf-8"))
     return (f"The case texts in this folder are EMPA's ({info['source']['repository']} at "
             f"{info['source']['commit']}), read from a local checkout by emobench.\n{a['copyright']}\n"
-            f"Licence: {a['licence_name']} ({a['licence_url']}). Non-commercial use only; do not redistribute "
+            f"Licence: {a['licence']}, {a['licence_name']} ({a['licence_url']}). Non-commercial use only; do not redistribute "
             f"without this notice.\n{a['no_warranty']}\n\nCite:\n{a['citation']}\n")
