@@ -18,6 +18,7 @@ LIBRARY_PARTS = ("library.yaml", "personas", "scenarios", "editions", "prompts",
 
 def zh_library(root: Path) -> Path:
     """Copy the library to ``root`` and lay the tiny Chinese library over it."""
+    root.mkdir(parents=True, exist_ok=True)
     for part in LIBRARY_PARTS:
         if (ROOT / part).is_dir():
             shutil.copytree(ROOT / part, root / part)
