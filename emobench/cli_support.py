@@ -23,7 +23,7 @@ from emobench.errors import EmobenchError, EndpointError, InputError
 # Every split of the bundled library, archived editions' included (a test checks it against the
 # registry): static, so that listing them in --help reads no card.
 SPLITS = ("demo", "dev", "test", "dev-v1", "test-v1", "demo-v2", "dev-v2", "test-v2",
-          "demo-v3", "dev-v3", "test-v3")
+          "demo-v3", "dev-v3", "test-v3", "demo-zh", "dev-zh", "test-zh")
 if TYPE_CHECKING:
     from emobench.config import RunConfig
 

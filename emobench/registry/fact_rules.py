@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from emobench.errors import InputError
@@ -28,14 +28,14 @@ _PRONOUN_START = re.compile(r"^\s*(They|Their|Them)\b")
 
 
 def check_edition3(reg: Registry) -> Iterator[InputError]:
-    players = _players(reg)
+    players = scenario_players(reg)
     yield from _split_ids(reg)
-    yield from _case_needs(reg)
+    yield from case_needs(reg)
     yield from _need_overlap(reg)
     yield from _names(reg, players)
-    yield from _people(reg, players)
+    yield from people(reg, players)
     yield from _lives(reg, players)
-    yield from _duplicate_memories(reg)
+    yield from duplicate_memories(reg)
     yield from _persona_text(reg)
     yield from _story_form(reg, players)
     for path, persona in reg.current.personas.values():
@@ -43,7 +43,7 @@ def check_edition3(reg: Registry) -> Iterator[InputError]:
             yield InputError(display_path(path), "facts.home", "missing: the persona's city or town")
 
 
-def _players(reg: Registry) -> dict[str, list[Persona]]:
+def scenario_players(reg: Registry) -> dict[str, list[Persona]]:
     """Scenario id -> the personas that play it (any split), in first-seen order."""
     out: dict[str, dict[str, Persona]] = defaultdict(dict)
     for case in reg.edition_cases():
@@ -70,7 +70,7 @@ def _split_ids(reg: Registry) -> Iterator[InputError]:
                                  f"edition's pattern {split}{edition}-NN (two digits)")
 
 
-def _case_needs(reg: Registry) -> Iterator[InputError]:
+def case_needs(reg: Registry) -> Iterator[InputError]:
     for case in reg.edition_cases():
         need = case.case_need
         if need is not None and need.axis != case.dominant_axis:
@@ -154,10 +154,15 @@ class _Mention:
     values: dict[str, object]
 
 
-def _people(reg: Registry, players: dict[str, list[Persona]]) -> Iterator[InputError]:
-    """A person (persona id + name) reads the same in the persona and in every cast."""
+def _english_family(relation: str) -> bool:
+    return relation.split()[-1].lower() in story_words().family
+
+
+def people(reg: Registry, players: dict[str, list[Persona]],
+           family_of: Callable[[str], bool] = _english_family) -> Iterator[InputError]:
+    """A person (persona id + name) reads the same in the persona and in every cast; family
+    in a cast is in the persona's facts too (family_of tells a family relation)."""
     accounts: dict[tuple[str, str], _Mention] = {}
-    family = story_words().family
     for path, persona in reg.current.personas.values():
         for i, rel in enumerate(persona.facts.relatives if persona.facts else []):
             accounts[(persona.id, rel.name)] = _Mention(
@@ -173,7 +178,7 @@ def _people(reg: Registry, players: dict[str, list[Persona]]) -> Iterator[InputE
             for persona in players.get(scenario.id, []):
                 key = (persona.id, member.name)
                 if key not in accounts:
-                    if member.relation.split()[-1].lower() in family:
+                    if family_of(member.relation):
                         yield InputError(here.file, f"{here.field}.name", f"{member.name} ({member.relation}) "
                                          f"is family of persona {persona.id!r} but not in its facts.relatives")
                     accounts[key] = here
@@ -217,7 +222,7 @@ def _lives(reg: Registry, players: dict[str, list[Persona]]) -> Iterator[InputEr
                                      f"after the present year {year}")
 
 
-def _duplicate_memories(reg: Registry) -> Iterator[InputError]:
+def duplicate_memories(reg: Registry) -> Iterator[InputError]:
     seen: dict[str, tuple[str, str]] = {}
     for path, scenario in sorted(reg.current.scenarios.values(), key=lambda pair: str(pair[0])):
         for i, memory in enumerate(scenario.memories):

@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from emobench.registry.models import DEFAULT_LANGUAGE
+
 # Bump when the meaning of a hash changes (not when a card does).
 HASH_SCHEME = "emobench-registry/1"
 
@@ -24,9 +26,13 @@ def sha256_hex(value: Any) -> str:
 def card_hash(card: BaseModel) -> str:
     """Hash of a validated card, so an explicit default equals an omitted one.
 
-    Unset optional fields (None) are left out, so adding one to the schema keeps old hashes.
+    Unset optional fields (None) are left out, so adding one to the schema keeps old hashes;
+    so is the default language, so English cards kept theirs when cards gained a language.
     """
-    return sha256_hex(card.model_dump(mode="json", exclude_none=True))
+    data = card.model_dump(mode="json", exclude_none=True)
+    if data.get("language") == DEFAULT_LANGUAGE:
+        del data["language"]
+    return sha256_hex(data)
 
 
 def case_hash(case_id: str, scenario_hash: str, persona_hash: str, iedr: dict[str, int],

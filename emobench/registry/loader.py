@@ -17,9 +17,12 @@ from emobench.errors import InputError
 from emobench.registry.filters import filter_cases
 from emobench.registry.hashing import card_hash, case_hash, registry_version
 from emobench.registry.models import (
+    DEFAULT_LANGUAGE,
+    LANGUAGES,
     ArchivedEdition,
     Case,
     CaseEntry,
+    Language,
     LibraryInfo,
     Persona,
     PersonaCard,
@@ -30,6 +33,9 @@ from emobench.registry.yaml_io import display_path as display_path
 from emobench.registry.yaml_io import read_yaml
 
 CASE_NEEDS = 3  # the first edition whose cases carry the hidden need (the scenario did before)
+# Cards in another language than English live in a folder of that name (personas/zh/),
+# and its splits carry it as a suffix (test-zh), so a split is always one language.
+OTHER_LANGUAGES: tuple[Language, ...] = tuple(lang for lang in LANGUAGES if lang != DEFAULT_LANGUAGE)
 
 CardT = TypeVar("CardT", bound=BaseModel)
 NamedT = TypeVar("NamedT", Persona, Scenario)
@@ -110,6 +116,28 @@ def _card_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
+def split_language(name: str) -> Language:
+    """A split's language from its name: test-zh is Chinese, test and test-v1 English."""
+    return next((lang for lang in OTHER_LANGUAGES if name.endswith(f"-{lang}")), DEFAULT_LANGUAGE)
+
+
+def _language_cards(folder: Path) -> list[tuple[Path, Language]]:
+    """The card files of a kind: English at the folder's top, other languages in subfolders."""
+    files = [(p, DEFAULT_LANGUAGE) for p in _card_files(folder)]
+    for lang in OTHER_LANGUAGES:
+        if (folder / lang).is_dir():
+            files += [(p, lang) for p in _card_files(folder / lang)]
+    return files
+
+
+def _in_its_folder(path: Path, card: NamedT, folder_language: Language, kind: str) -> NamedT:
+    if card.language != folder_language:
+        home = f"{kind}s/{card.language}/" if card.language != DEFAULT_LANGUAGE else f"{kind}s/"
+        raise InputError(display_path(path), "language", f"{card.language!r}, but the card is in the "
+                         f"{folder_language!r} folder: a {card.language} card lives in {home}")
+    return card
+
+
 def _unique(cards: list[tuple[Path, NamedT]], kind: str) -> dict[str, tuple[Path, NamedT]]:
     by_id: dict[str, tuple[Path, NamedT]] = {}
     for path, card in cards:
@@ -159,7 +187,8 @@ class Registry:
         self.current = current
         self.personas = {card_id: card for card_id, (_, card) in current.personas.items()}
         self.scenarios = {card_id: card for card_id, (_, card) in current.scenarios.items()}
-        self._splits = {**current.cases, **(archived or {})}
+        self._archived = archived or {}
+        self._splits = {**current.cases, **self._archived}
         self.archived_splits = sorted(archived or {})
         self._by_id = {case.id: case for cases in self._splits.values() for case in cases}
         self._splits_dir = display_path(root / "scenarios" / "splits")
@@ -167,6 +196,39 @@ class Registry:
     @property
     def splits(self) -> list[str]:
         return sorted(self._splits)
+
+    @property
+    def languages(self) -> list[Language]:
+        """The languages of the current edition's splits and cards, English first."""
+        found = {split_language(split) for split in self.current.cases}
+        found |= {persona.language for persona in self.personas.values()}
+        found |= {scenario.language for scenario in self.scenarios.values()}
+        return [lang for lang in LANGUAGES if lang in found]
+
+    def view(self, language: Language) -> Registry:
+        """The current edition's cards and splits in one language (archived editions are
+        English), so the authoring rules hold each library on its own."""
+        cur = self.current
+        splits = {name: cases for name, cases in cur.cases.items() if split_language(name) == language}
+        edition = Edition(
+            {k: v for k, v in cur.personas.items() if v[1].language == language},
+            {k: v for k, v in cur.scenarios.items() if v[1].language == language},
+            splits,
+            {case.id: cur.sources[case.id] for cases in splits.values() for case in cases},
+        )
+        archived = self._archived if language == DEFAULT_LANGUAGE else {}
+        return Registry(self.root, edition, self.info, archived)
+
+    def named(self, base: str) -> str:
+        """A split's name in this library's language: test, or test-zh in a Chinese view."""
+        langs = {split_language(split) for split in self.current.cases}
+        lang = next(iter(langs)) if len(langs) == 1 else DEFAULT_LANGUAGE
+        return base if lang == DEFAULT_LANGUAGE else f"{base}-{lang}"
+
+    def language(self, split: str) -> Language:
+        """A split's language (every case of a split shares it; the loader checks)."""
+        cases = self.cases(split)
+        return cases[0].language if cases else split_language(split)
 
     @property
     def edition_splits(self) -> list[str]:
@@ -226,12 +288,27 @@ def _edition_fields(entry: CaseEntry, edition: int, path: Path, source: Source) 
                          f"edition {edition} (the scenario holds the hidden need)")
 
 
+def _one_language(path: Path, source: Source, entry: CaseEntry, scenario: Scenario,
+                  persona: Persona) -> None:
+    """A case is one language, and a split holds one: its name says which (test-zh)."""
+    if persona.language != scenario.language:
+        raise InputError(display_path(path), source.field("persona"), f"persona {entry.persona!r} is "
+                         f"{persona.language} but scenario {entry.scenario!r} is {scenario.language}: "
+                         "a case's cards share one language")
+    wanted = split_language(path.stem)
+    if scenario.language != wanted:
+        raise InputError(display_path(path), source.field("scenario"), f"scenario {entry.scenario!r} "
+                         f"is {scenario.language}, but split {path.stem!r} is {wanted}: a split is one "
+                         "language (Chinese splits are named like test-zh)")
+
+
 def _load_edition(root: Path, edition: int, suffix: str = "", present_year: int | None = None) -> Edition:
     """Cards and splits under root, as that edition's schema has them; split names get the
     suffix (archived editions)."""
-    personas = _unique([(p, load_persona(p)) for p in _card_files(root / "personas")], "persona")
-    scenarios = _unique([(p, load_scenario(p, edition)) for p in _card_files(root / "scenarios")],
-                        "scenario")
+    personas = _unique([(p, _in_its_folder(p, load_persona(p), lang, "persona"))
+                        for p, lang in _language_cards(root / "personas")], "persona")
+    scenarios = _unique([(p, _in_its_folder(p, load_scenario(p, edition), lang, "scenario"))
+                         for p, lang in _language_cards(root / "scenarios")], "scenario")
 
     entries: dict[str, list[tuple[Source, CaseEntry]]] = {}
     seen_case: dict[str, Path] = {}
@@ -253,6 +330,7 @@ def _load_edition(root: Path, edition: int, suffix: str = "", present_year: int 
                                      ("persona", entry.persona, personas)):
                 if ref not in known:
                     raise InputError(display_path(path), source.field(kind), f"unknown {kind} {ref!r}")
+            _one_language(path, source, entry, scenarios[entry.scenario][1], personas[entry.persona][1])
             seen_case[entry.id] = path
             split_entries.append((source, entry))
         name = path.stem + suffix

@@ -21,12 +21,15 @@ Resistance = Literal["hinting", "testing", "deflecting", "pushing_back", "withdr
 Trait = Literal["openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism"]
 Valence = Literal["negative", "mixed", "positive"]
 Status = Literal["alive", "dead"]
+Language = Literal["en", "zh"]
 
 AXES: tuple[Axis, ...] = ("C", "A", "P")
 CATEGORIES: tuple[Category, ...] = ("life", "health", "leisure", "values", "relations", "career")
 DIFFICULTIES: tuple[Difficulty, ...] = ("easy", "medium", "hard", "very_hard")
 THRESHOLDS: tuple[Level, ...] = ("low", "medium", "high")
 VALENCES: tuple[Valence, ...] = ("negative", "mixed", "positive")
+LANGUAGES: tuple[Language, ...] = ("en", "zh")
+DEFAULT_LANGUAGE: Language = "en"
 TRAITS: tuple[Trait, ...] = (
     "openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism",
 )
@@ -135,6 +138,8 @@ class PersonaCard(_Strict):
     resistance: list[Resistance] = Field(min_length=1)
     meter_start: int = Field(default=40, ge=0, le=100)
     facts: Facts | None = None
+    # The language the card is written in; the hash leaves out the default (hashing.card_hash).
+    language: Language = DEFAULT_LANGUAGE
 
     @field_validator("big_five")
     @classmethod
@@ -190,6 +195,7 @@ class ScenarioCard(_Strict):
     cast: list[CastMember] | None = None
     # Proper nouns in the card that are not people (places, brands, festivals, titles).
     other_names: list[Text] | None = None
+    language: Language = DEFAULT_LANGUAGE
 
 
 class Scenario(ScenarioCard):
@@ -286,6 +292,11 @@ class Case(_Strict):
         if self.case_need is not None:
             return self.case_need.text
         return self.scenario.hidden_need or ""
+
+    @property
+    def language(self) -> Language:
+        """The case's language: its scenario's (the loader refuses a persona of another)."""
+        return self.scenario.language
 
     @property
     def valence(self) -> Valence:

@@ -16,8 +16,9 @@ from emobench.registry.edition4 import check_edition4
 from emobench.registry.fact_rules import check_edition3
 from emobench.registry.injection import check_injection
 from emobench.registry.loader import CASE_NEEDS, Registry, Source, display_path
-from emobench.registry.models import AXES, Case, Period, Persona, Scenario
+from emobench.registry.models import AXES, DEFAULT_LANGUAGE, Case, Language, Period, Persona, Scenario
 from emobench.registry.prose_rules import check_prose
+from emobench.registry.zh_rules import check_zh
 
 DEMO = "demo"  # the demo split replays pairs of another split by design
 EDITION4 = 4  # the first edition with a held-out test split and the prose rules
@@ -28,25 +29,35 @@ PERIOD_AGES: dict[Period, tuple[int, int]] = {
 }
 CURRENT_YEARS = 2  # a "current" memory happened at most this many years before the present
 _YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+_ZH_YEAR = re.compile(r"(?<!\d)(19\d\d|20\d\d)(?!\d)")  # no word boundary before 年
 
 
 def check_library(reg: Registry) -> list[InputError]:
-    """Every broken authoring rule of the current edition, in file order."""
-    problems = [
+    """Every broken authoring rule of the current edition, in file order; each language's
+    cards and splits are held to the rules on their own (a Chinese test split is held out
+    from the Chinese dev and demo splits)."""
+    problems = list(check_injection(reg))
+    for language in reg.languages:
+        problems += _language_rules(reg.view(language), language)
+    return sorted(problems, key=lambda e: (e.source, _natural(e.field), e.problem))
+
+
+def _language_rules(reg: Registry, language: Language) -> list[InputError]:
+    modern = reg.info.edition >= EDITION4
+    return [
         *_names_and_orphans(reg),
         *_completeness(reg),
         *_pairs(reg),
         *_priorities(reg),
         *_counterfactual_sets(reg),
         *_persona_facts(reg),
-        *_memory_dates(reg),
+        *_memory_dates(reg, _YEAR if language == DEFAULT_LANGUAGE else _ZH_YEAR),
         *_case_consistency(reg),
-        *(check_edition3(reg) if reg.info.edition >= CASE_NEEDS else ()),
-        *(check_edition4(reg) if reg.info.edition >= EDITION4 else ()),
-        *(check_prose(reg) if reg.info.edition >= EDITION4 else ()),
-        *check_injection(reg),
+        *(check_edition3(reg) if reg.info.edition >= CASE_NEEDS and language == DEFAULT_LANGUAGE else ()),
+        *(check_edition4(reg) if modern and language == DEFAULT_LANGUAGE else ()),
+        *(check_prose(reg) if modern and language == DEFAULT_LANGUAGE else ()),
+        *(check_zh(reg) if modern and language == "zh" else ()),
     ]
-    return sorted(problems, key=lambda e: (e.source, _natural(e.field), e.problem))
 
 
 def _natural(field: str) -> list[tuple[int, str]]:
@@ -89,15 +100,16 @@ def _where(reg: Registry, case: Case, field: str = "") -> tuple[str, str]:
 def _pairs(reg: Registry) -> Iterator[InputError]:
     first: dict[tuple[str, str], Case] = {}
     test_scenarios: dict[str, Case] = {}
-    for case in reg.cases("test") if "test" in reg.edition_splits else []:
+    test, demo = reg.named("test"), reg.named(DEMO)
+    for case in reg.cases(test) if test in reg.edition_splits else []:
         test_scenarios.setdefault(case.scenario.id, case)
     # test first, so a pair repeated elsewhere is reported where it is repeated
-    for split in sorted(reg.edition_splits, key=lambda name: name != "test"):
-        if split == DEMO:
+    for split in sorted(reg.edition_splits, key=lambda name: name != test):
+        if split == demo:
             continue
         for case in reg.cases(split):
             pair = (case.scenario.id, case.persona.id)
-            shared = test_scenarios.get(case.scenario.id) if split != "test" else None
+            shared = test_scenarios.get(case.scenario.id) if split != test else None
             if shared is not None and pair == (shared.scenario.id, shared.persona.id):
                 yield InputError(*_where(reg, case), f"{split} case reuses test scenario "
                                  f"{pair[0]!r} with the same persona {pair[1]!r} ({shared.id})")
@@ -139,7 +151,7 @@ def _counterfactual_sets(reg: Registry) -> Iterator[InputError]:
                                  f"dominant need {profile[0]} and threshold {profile[1]}; a "
                                  "counterfactual set's personas must differ in one of them")
             profiles.setdefault(profile, persona.id)
-        splits = sorted({c.split for c in cases if c.split != DEMO})
+        splits = sorted({c.split for c in cases if c.split != reg.named(DEMO)})
         if len(splits) > 1:
             # also how a test story leaking into dev with another persona shows up
             yield InputError(path, "id", f"counterfactual set spans splits {', '.join(splits)}; "
@@ -165,11 +177,11 @@ def _persona_facts(reg: Registry) -> Iterator[InputError]:
                                  f"{rel.name} is alive but has a year of death")
 
 
-def _memory_dates(reg: Registry) -> Iterator[InputError]:
+def _memory_dates(reg: Registry, years: re.Pattern[str]) -> Iterator[InputError]:
     year = reg.info.present_year
     for path, scenario in reg.current.scenarios.values():
         for i, memory in enumerate(scenario.memories):
-            named = {int(y) for y in _YEAR.findall(memory.text)}
+            named = {int(y) for y in years.findall(memory.text)}
             if named and memory.year not in named:
                 yield InputError(_file(path), f"memories[{i}].year", f"the text names "
                                  f"{min(named)}; give the memory's year so ages can be checked")
