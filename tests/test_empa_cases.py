@@ -16,6 +16,8 @@ import yaml
 from typer.testing import CliRunner
 
 from emobench.cli import app
+from emobench.importers.cards import registry_for
+from emobench.importers.empa_cases_format import _level, _ranked
 from emobench.registry.local import local_registry, read_local_cases
 from emobench.run.runner import ROOT
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
@@ -151,6 +153,8 @@ def test_the_protocol_runs_on_the_imported_split_and_places_the_model(tmp_path: 
     assert manifest["split"] == "empa-zh" and manifest["local_split"]["source"]["commit"] == "abc1234"
     assert all(v.startswith("zh-") for k, v in manifest["prompt_versions"].items() if k != "probe")
     assert (run / "cases.jsonl").read_bytes() == (split / "cases.jsonl").read_bytes()
+    # Rescoring later reads the run's own copy of the cards, not the library.
+    assert registry_for(run, ROOT).cases("empa-zh") == read_local_cases(split)
     # Every call carries EMPA's sampling; the subject gets one system and one flattened user message.
     assert {(r["body"]["frequency_penalty"], r["body"]["presence_penalty"], r["body"]["temperature"])
             for r in state.requests} == {(0.7, 0.7, 0.7)}
@@ -177,3 +181,21 @@ def test_the_protocol_runs_on_the_imported_split_and_places_the_model(tmp_path: 
     assert lo < result["placed"][0]["placed"] < hi
     assert "EMPA leaderboard placement" in placed.stdout and "my-model" in placed.stdout
     assert "so they are wide" in placed.stderr
+
+
+@pytest.mark.parametrize(("line", "levels"), [
+    ("认知共情 > 情感共情 > 动机共情。先帮我想清楚", {"C": "high", "A": "medium", "P": "low"}),
+    ("1.动机共情（最优先，想被理解）；2.情感共情（其次）；3.认知共情（最后）", {"P": "high", "A": "medium", "C": "low"}),
+    ("只写了情感共情和认知共情", None),
+])
+def test_priorities_written_on_one_line_rank_in_order(line: str, levels: dict[str, str] | None) -> None:
+    ranked = _ranked(line)
+    assert (None if ranked is None else {axis: level for axis, (level, _) in ranked.items()}) == levels
+
+
+@pytest.mark.parametrize(("head", "level"), [
+    ("[优先级：高] 想", "high"), ("【中】如果", "medium"), ("最低。不涉及", "low"), ("最希望获得", "high"),
+    ("其次是希望", "medium"), ("最后才是", "low"), ("[中等优先级", "medium"), ("没有说", None),
+])
+def test_a_priority_reads_in_its_spellings(head: str, level: str | None) -> None:
+    assert _level(head) == level
