@@ -102,3 +102,14 @@ def test_flat_history_needs_a_template_with_a_user_block() -> None:
         load_prompts(ROOT, validate_config(data, "config"), "zh")
     with_template = validate_config({**data, "subject_system_prompt": "companion_flat"}, "config")
     assert load_prompts(ROOT, with_template, "zh").flat_history
+
+
+def test_the_published_scores_may_come_from_an_external_bundle(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    pd.DataFrame({"slice_family": ["overall", "overall", "category"], "subject": ["ref", "other", "ref"],
+                  "epmq_empa_published": [40.0, 70.0, 99.0]}).to_parquet(bundle / "leaderboard.parquet")
+    run = _run(tmp_path / "run", {"ref": [(40, 50, 60), (50, 50, 50)], "mine": [(60, 60, 60), (70, 70, 70)]})
+    result = place([run], "ref", bundle)
+    assert result["published"] == {"other": 70.0, "ref": 40.0}
+    assert result["reference"]["offset"] == pytest.approx(10.0) and result["placed"][0]["placed"] == pytest.approx(55.0)

@@ -50,7 +50,8 @@ def empa_place(
     run_dirs: Annotated[list[Path], typer.Argument(help="Finished run directories on the imported EMPA split (one or more).")],
     reference: Annotated[str, typer.Option(help="The reference model's subject label in the runs.")],
     published: Annotated[Path, typer.Option(
-        help="EMPA's leaderboard: results/benchmark_runs/epm-bench/analysis_figures/01_tables/epmq_summary.csv of your checkout."
+        help="EMPA's leaderboard: results/benchmark_runs/epm-bench/analysis_figures/01_tables/epmq_summary.csv of your "
+        "checkout, or a bundle folder of `emobench external empa` (models by EMPA's folder names)."
     )],
     published_name: Annotated[
         str | None, typer.Option(help="The reference's name on that leaderboard (default: its label).")

@@ -54,7 +54,10 @@ class Runs:
 
 
 def read_published(path: Path) -> dict[str, float]:
-    """EMPA's leaderboard: model name -> its EPM-Q (analysis_figures/01_tables/epmq_summary.csv)."""
+    """EMPA's leaderboard: model name -> its EPM-Q, from its analysis_figures/01_tables/epmq_summary.csv
+    or from a bundle of `emobench external empa` (EMPA's own per-case values averaged, by folder name)."""
+    if path.is_dir() or path.suffix == ".parquet":
+        return _bundle_published(path / "leaderboard.parquet" if path.is_dir() else path)
     try:
         with path.open(encoding="utf-8-sig", newline="") as fh:
             rows = list(csv.DictReader(fh))
@@ -69,6 +72,17 @@ def read_published(path: Path) -> dict[str, float]:
         except (TypeError, ValueError):
             raise InputError(path, f"line {number}: {SCORE_COLUMN}", f"not a number: {row[SCORE_COLUMN]!r}") from None
     return published
+
+
+def _bundle_published(path: Path) -> dict[str, float]:
+    try:
+        table = pd.read_parquet(path, columns=["slice_family", "subject", "epmq_empa_published"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(path, "epmq_empa_published", f"not a bundle leaderboard: {exc}") from None
+    overall = table[table["slice_family"] == "overall"]
+    if overall.empty:
+        raise InputError(path, "slice_family", "no overall rows")
+    return {str(s): float(v) for s, v in zip(overall["subject"], overall["epmq_empa_published"], strict=True)}
 
 
 def run_scores(run_dirs: list[Path]) -> tuple[dict[str, Runs], int, str]:
