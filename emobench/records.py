@@ -149,6 +149,7 @@ class Episode(Record):
     split: str
     p0: tuple[float, float, float]
     turns: list[Turn]
+    language: str = "en"  # the case's (en|zh); records written before languages are English
     last_user: UserMove | None = None  # a message the user left with, which got no reply
     probe: ProbeAnswer | None = None
     final_meter: float

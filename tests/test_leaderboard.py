@@ -169,7 +169,7 @@ def test_parquet_reads_back_identically(table: pa.Table, tmp_path: Path) -> None
 
 def test_metadata_holds_provenance(table: pa.Table, runs: list[Path]) -> None:
     meta = read_metadata(table.schema)
-    assert meta["schema_version"] == "2"
+    assert meta["schema_version"] == "3"
     assert meta["registry_version"] == "reg-1"
     assert meta["prompt_versions"] == PROMPT_VERSIONS
     assert meta["emobench_version"]

@@ -265,6 +265,7 @@ class EpisodeState:
             persona_id=self.case.persona.id,
             seed=self.seed,
             split=provenance.split,
+            language=self.case.language,
             p0=self.case.p0,
             turns=list(self.turns),
             last_user=self.last_user,

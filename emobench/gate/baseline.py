@@ -1,9 +1,9 @@
 """One side of the regression gate: a run directory or a published bundle, narrowed to a subject.
 
 Both become the same per-case table (emobench.publish.case_scores) with the subject's
-provenance, so the gate pairs and checks them the same way. Scores compare only when registry,
-prompt versions, scoring profile and split agree; other differences (the simulator's or judges'
-model, turn limits) are reported as notes.
+provenance, so the gate pairs and checks them the same way. Scores compare only when language,
+registry, prompt versions, scoring profile and split agree; other differences (the simulator's
+or judges' model, turn limits) are reported as notes.
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ from emobench.publish.case_scores import CASES_FILE, build_cases, read_cases
 from emobench.publish.runs import load_run
 from emobench.scoring.validity import REFERENCE_PREFIX
 
-# Provenance that must match for scores to be comparable (the split first: it sets the registry version).
-REQUIRED = ("split", "registry_version", "prompt_versions", "scoring_profile")
+# Provenance that must match for scores to be comparable (the language first: a Chinese run is
+# never a baseline for an English one; then the split: it sets the registry version).
+REQUIRED = ("language", "split", "registry_version", "prompt_versions", "scoring_profile")
+# What a side from before a key existed stands for: bundles before languages are English.
+_BEFORE = {"language": "en"}
 # Provenance that should match; a difference is shown in the summary.
 NOTED = ("user", "judges", "director", "max_turns", "min_turns")
 
@@ -86,7 +89,8 @@ def _subject(subjects: list[str], requested: str | None, option: str, where: Pat
 def check_comparable(baseline: GateSide, candidate: GateSide) -> list[str]:
     """Refuse incomparable sides (InputError); return notes on lesser differences."""
     for key in REQUIRED:
-        b, c = baseline.provenance.get(key), candidate.provenance.get(key)
+        b = baseline.provenance.get(key, _BEFORE.get(key))
+        c = candidate.provenance.get(key, _BEFORE.get(key))
         for side, value in ((baseline, b), (candidate, c)):
             if isinstance(value, list):
                 raise InputError(side.where, key, f"subject {side.subject!r} mixes runs with "

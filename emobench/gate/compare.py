@@ -98,7 +98,7 @@ def per_metric(values: Sequence[str], metrics: Sequence[str], option: str) -> di
 def slice_mask(spec: str, cases: pa.Table) -> np.ndarray:
     """Which rows of a per-case table a slice keeps, from its spec `family=label`.
 
-    overall; category=NAME; dominant_axis|difficulty|threshold|valence=LEVEL; and the leaderboard's
+    overall; category=NAME; dominant_axis|difficulty|threshold|valence|language=LEVEL; and the leaderboard's
     two-way families with or without the axis: persona_resilience=defensive,
     mechanism_stress=A/challenging.
     """
@@ -121,7 +121,7 @@ def slice_mask(spec: str, cases: pa.Table) -> np.ndarray:
             keep = np.isin(column(attr), harder) == (mode == modes[1])
             return np.asarray(keep & ((column("dominant_axis") == axis) if axis else True))
     raise InputError("gate", "slice", f"{spec!r}: expected overall, category=NAME, "
-                     "dominant_axis|difficulty|threshold|valence=LEVEL, persona_resilience=[AXIS/]"
+                     "dominant_axis|difficulty|threshold|valence|language=LEVEL, persona_resilience=[AXIS/]"
                      "receptive|defensive or mechanism_stress=[AXIS/]routine|challenging")
 
 

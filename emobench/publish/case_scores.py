@@ -24,11 +24,11 @@ from emobench.publish.columns import atomic_write
 from emobench.publish.runs import METRICS, Run
 
 CASES_FILE = "cases.parquet"
-CASES_SCHEMA_VERSION = "2"
+CASES_SCHEMA_VERSION = "3"  # 3: language
 CASE_METRICS = ("success", *METRICS)  # success is the case's success rate over its seeds
 DEFAULT_SCORING_PROFILE = "emobench"  # runs from before scoring profiles existed
 _PREFIX = "emobench."
-_KEYS = ("subject", "case_id", "split", "category", "dominant_axis", "difficulty", "threshold", "valence",
+_KEYS = ("subject", "case_id", "split", "language", "category", "dominant_axis", "difficulty", "threshold", "valence",
          "registry_version", "scoring_profile")
 
 CASES_SCHEMA = pa.schema(
@@ -75,6 +75,7 @@ def run_provenance(run: Run) -> dict[str, Any]:
         "prompt_versions": run.prompt_versions,
         "scoring_profile": scoring_profile(run),
         "split": run.manifest.get("split", config.get("split")),
+        "language": run.language,
         "user": _role(roles.get("user")),
         "judges": _role(roles.get("judges")),
         "director": _role(roles.get("director")),
@@ -162,10 +163,14 @@ def read_cases(path: Path) -> tuple[pa.Table, dict[str, Any], Path]:
         raise InputError(file, "", "file not found" + hint)
     try:
         pf = pq.ParquetFile(file)
-        missing = [f.name for f in CASES_SCHEMA if f.name not in pf.schema_arrow.names]
+        have = pf.schema_arrow.names
+        missing = [f.name for f in CASES_SCHEMA if f.name not in have and f.name != "language"]
         if missing:
             raise InputError(file, missing[0], "column missing")
-        table = pf.read(columns=CASES_SCHEMA.names)
+        table = pf.read(columns=[name for name in CASES_SCHEMA.names if name in have])
+        if "language" not in have:  # bundles from before languages are English
+            table = table.add_column(CASES_SCHEMA.names.index("language"), CASES_SCHEMA.field("language"),
+                                     pa.repeat(pa.scalar("en"), table.num_rows))
     except (OSError, pa.ArrowException) as exc:
         raise InputError(file, "", f"unreadable parquet ({exc})") from None
     raw = table.schema.metadata or {}

@@ -16,6 +16,7 @@ FAMILY_TITLES = {
     "persona_resilience": "Persona resilience",
     "category": "Category",
     "valence": "Valence of the situation",
+    "language": "Language",
 }
 FAMILIES = tuple(FAMILY_TITLES)
 # Case levels on the harder side of the two two-way slice families (docs/method.md §5.7).

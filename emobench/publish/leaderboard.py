@@ -23,6 +23,7 @@ from emobench.publish.columns import CHALLENGING, DEFENSIVE, FAMILIES, atomic_wr
 from emobench.publish.provenance import build_metadata, check_mergeable
 from emobench.publish.runs import METRICS, SLICE_LEVELS, Run, load_run
 from emobench.scoring.stats import bootstrap_case_means, effective_trials, wilson_interval
+from emobench.trackers.languages import trackers_note
 
 CI = 0.95
 
@@ -38,6 +39,10 @@ LEADERBOARD_SCHEMA = pa.schema(
         pa.field("subject", pa.string(), nullable=False),
         pa.field("scoring_profile", pa.string()),  # the profile of the subject's EPM-Q; "mixed" across runs
         pa.field("external", pa.bool_(), nullable=False),  # the subject's episodes were imported
+        # the languages of the row's cases, "en+zh" where a row pools runs of both (never silently)
+        pa.field("language", pa.string(), nullable=False),
+        # "run", or why the trackers are absent for some of the row's cases, by name
+        pa.field("trackers", pa.string(), nullable=False),
         *_ci_fields("epmq"),
         *_ci_fields("success_rate"),
         *[f for m in METRICS[1:] for f in _ci_fields(m)],
@@ -114,6 +119,10 @@ def build_leaderboard(
             columns["slice_family"] += [family] * sel.size
             columns["slice"] += [label] * sel.size
             columns["subject"] += [ep.subjects[r] for r in sel]
+            for r in sel:
+                languages = set(ep.case_attr["language"][(n_eps[r] > 0) & (codes == k)].tolist())
+                columns["language"].append("+".join(sorted(languages)))
+                columns["trackers"].append(trackers_note(languages) or "run")
             for name, arr in (("", p), ("_lo", p_lo), ("_hi", p_hi)):
                 columns["success_rate" + name].append(arr[sel, k])
             for i, m in enumerate(METRICS):
@@ -266,8 +275,9 @@ def _partitions(ep: _Episodes) -> dict[str, tuple[NDArray[np.intp], list[str]]]:
         "persona_resilience": (axis * 2 + defensive, [f"{a}/{m}" for a in "CAP"
                                                       for m in ("receptive", "defensive")]),
     }
-    raw["valence"] = (np.array([SLICE_LEVELS["valence"].index(v) for v in attr["valence"]], dtype=np.intp),
-                      list(SLICE_LEVELS["valence"]))
+    for name in ("valence", "language"):
+        raw[name] = (np.array([SLICE_LEVELS[name].index(v) for v in attr[name]], dtype=np.intp),
+                     list(SLICE_LEVELS[name]))
     cats, cat_codes = np.unique(attr["category"].astype(str), return_inverse=True)
     raw["category"] = (cat_codes.astype(np.intp), [str(c) for c in cats])
     out = {}
@@ -300,7 +310,7 @@ def _bradley_terry(runs: Sequence[Run], n_boot: int, seed: int) -> dict[str, tup
 
 def _to_table(columns: dict[str, list[Any]], bt: dict[str, tuple[float, ...]]) -> pa.Table:
     arrays: dict[str, pa.Array] = {}
-    for name in ("slice_family", "slice", "subject", "scoring_profile"):
+    for name in ("slice_family", "slice", "subject", "scoring_profile", "language", "trackers"):
         arrays[name] = pa.array(columns[name], pa.string())
     arrays["external"] = pa.array(columns["external"], pa.bool_())
     for name in ("n_cases", "n_episodes"):

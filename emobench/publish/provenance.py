@@ -15,8 +15,9 @@ import pyarrow as pa
 import emobench
 from emobench.errors import InputError
 from emobench.publish.runs import Run
+from emobench.trackers.languages import trackers_note
 
-LEADERBOARD_SCHEMA_VERSION = "2"  # 2: epmq_empa, scoring_profile, external
+LEADERBOARD_SCHEMA_VERSION = "3"  # 2: epmq_empa, scoring_profile, external; 3: language, trackers
 _PREFIX = "emobench."
 # What a published role keeps: endpoints are left out because they are often private hosts.
 _ROLE_FIELDS = ("label", "model", "sampling")
@@ -26,12 +27,22 @@ def merge_conflicts(runs: Sequence[Run]) -> list[str]:
     """Reasons the runs are not comparable: registry, prompt versions or split differ.
 
     An imported run (another benchmark's cases and prompts) is never comparable in that sense;
-    it stands beside the others marked external, so it is left out of these checks.
+    it stands beside the others marked external, so it is left out of these checks. Runs of
+    different languages play different libraries and templates by design: each language's runs
+    are checked among themselves, and the leaderboard keeps them apart in its language slice.
     """
     reasons: list[str] = []
-    own = [r for r in runs if r.external is None]
-    if not own:
-        return reasons
+    by_language: dict[str, list[Run]] = {}
+    for run in runs:
+        if run.external is None:
+            by_language.setdefault(run.language, []).append(run)
+    for own in by_language.values():
+        reasons += _conflicts(own)
+    return reasons
+
+
+def _conflicts(own: list[Run]) -> list[str]:
+    reasons: list[str] = []
     first = own[0]
     for run in own[1:]:
         if run.registry_version != first.registry_version:
@@ -122,6 +133,8 @@ def build_metadata(
         "reliability": {r.run_id: r.report for r in runs},
         "fidelity": {r.run_id: r.validity["fidelity"] for r in runs if r.validity and "fidelity" in r.validity},
         "external_runs": {r.run_id: r.external for r in runs if r.external is not None},
+        "languages": {r.run_id: r.language for r in runs},
+        "trackers": trackers_note({lang for r in runs for lang in r.language.split("+")}) or "run",
     }
     return {(_PREFIX + k).encode(): json.dumps(v, sort_keys=True).encode() for k, v in meta.items()}
 

@@ -25,16 +25,19 @@ _OPTIONAL = {
     "epmq_empa": pa.scalar(None, pa.float64()),
     "scoring_profile": pa.scalar("emobench"),
     "valence": pa.scalar("negative"),
+    "language": pa.scalar("en"),  # runs before languages played English cases
+    "trackers_absent": pa.scalar(None, pa.string()),
 }
 SLICE_LEVELS: dict[str, tuple[str, ...]] = {
     "dominant_axis": ("C", "A", "P"),
     "difficulty": ("easy", "medium", "hard", "very_hard"),
     "threshold": ("low", "medium", "high"),
     "valence": ("negative", "mixed", "positive"),
+    "language": ("en", "zh"),
 }
 SCORE_COLUMNS = (
     "subject", "case_id", "seed", "category", "dominant_axis", "difficulty", "threshold", "valence",
-    "success", *METRICS, "registry_version", "stop_reason", "scoring_profile",
+    "success", *METRICS, "registry_version", "stop_reason", "scoring_profile", "language", "trackers_absent",
 )
 _MANIFEST_KEYS = ("run_id", "registry_version", "prompt_versions", "roles")
 _PAIRWISE_COLUMNS = ("case_id", "subject_a", "subject_b", "winner")
@@ -60,6 +63,11 @@ class Run:
     @property
     def prompt_versions(self) -> dict[str, str]:
         return dict(self.manifest["prompt_versions"])
+
+    @property
+    def language(self) -> str:
+        """The language of the run's cases ("en+zh" would name a mix; a run plays one split)."""
+        return "+".join(sorted(pc.unique(self.scores.column("language")).to_pylist()))
 
     @property
     def external(self) -> dict[str, Any] | None:
@@ -121,6 +129,10 @@ def _read_parquet(path: Path, columns: list[str], *, required: bool = False) -> 
         for name in columns:
             if name not in table.column_names:
                 table = table.append_column(name, pa.repeat(_OPTIONAL[name], table.num_rows))
+        if "language" in columns and table.column("language").null_count:
+            # rows written without the key, by writers from before languages: English
+            where = table.column_names.index("language")
+            table = table.set_column(where, "language", pc.fill_null(table.column("language"), "en"))
         return table.select(columns)
     except (OSError, pa.ArrowException) as exc:
         raise InputError(path, "", f"unreadable parquet ({exc})") from None

@@ -22,13 +22,24 @@ from emobench.registry.filters import (
     stratum_count,
 )
 from emobench.registry.loader import (
+    OTHER_LANGUAGES,
     Registry,
     load_library_info,
     load_persona,
     load_registry,
     load_scenario,
+    split_language,
 )
-from emobench.registry.models import AXES, CATEGORIES, DIFFICULTIES, THRESHOLDS, VALENCES, Case
+from emobench.registry.models import (
+    AXES,
+    CATEGORIES,
+    DEFAULT_LANGUAGE,
+    DIFFICULTIES,
+    THRESHOLDS,
+    VALENCES,
+    Case,
+    Language,
+)
 from emobench.registry.rules import EDITION4, check_library
 from emobench.registry.story_shape import asking_shares, shape_shares
 
@@ -150,13 +161,15 @@ def validate(
     """
     target = path or root
     if target.is_file():
-        kind = target.parent.name
+        # personas/zh/x.yaml is a persona card like personas/x.yaml
+        kind = target.parents[1].name if target.parent.name in OTHER_LANGUAGES else target.parent.name
         if kind == "personas":
             card = load_persona(target)
             typer.echo(f"ok: persona {card.id} ({card.content_hash[:12]})")
             return
         if kind == "scenarios":
-            scenario = load_scenario(target, _edition_of(target.parents[1]))
+            library = target.parents[2] if target.parent.name in OTHER_LANGUAGES else target.parents[1]
+            scenario = load_scenario(target, _edition_of(library))
             typer.echo(f"ok: scenario {scenario.id} ({scenario.content_hash[:12]})")
             return
         if kind != "splits":
@@ -175,11 +188,14 @@ def validate(
         typer.echo(f"  {split}: {len(reg.cases(split))} cases, version {reg.version(split)[:16]}{archived}")
 
 
-def _stats_table(reg: Registry, split: str) -> tuple[Table, bool]:
-    cases = reg.cases(split)
+def _stats_table(library: Registry, split: str) -> tuple[Table, bool]:
+    cases = library.cases(split)
+    # library-wide measures (counterfactual sets, shapes, held-out) within the split's language
+    reg = library.view(library.language(split)) if split in library.edition_splits else library
     counts = stratification(cases)
     targets = {(t.dimension, t.value): t for t in TARGETS.get(split, [])}
-    table = Table(title=f"split {split}: stratification (version {reg.version(split)[:16]})")
+    table = Table(title=f"split {split} ({library.language(split)}): stratification "
+                        f"(version {library.version(split)[:16]})")
     for column in ("dimension", "value", "count", "target", ""):
         table.add_column(column)
     all_met = True
@@ -224,10 +240,17 @@ def _stats_table(reg: Registry, split: str) -> tuple[Table, bool]:
 @one_line_errors()
 def stats(
     split: Annotated[str, typer.Option(help=f"Split to stratify (bundled library: {', '.join(SPLITS)}).")] = "test",
+    language: Annotated[Language | None, typer.Option(
+        help="Stratify this language's split of that name (--split dev --language zh: dev-zh).")] = None,
     root: RootOpt = DEFAULT_ROOT,
 ) -> None:
-    """Show a split's stratification next to its targets; exit 1 when a target is missed."""
+    """Show a split's stratification next to its targets; exit 1 when a target is missed.
+
+    Each language's library is measured on its own: a Chinese split against the Chinese cards.
+    """
     reg = load_registry(root)
+    if language is not None and language != DEFAULT_LANGUAGE and split_language(split) != language:
+        split = f"{split}-{language}"
     table, all_met = _stats_table(reg, split)
     console.print(table)
     console.print("all targets met" if all_met else "[red]some targets missed[/red]")

@@ -14,34 +14,30 @@ from pathlib import Path
 
 from emobench.errors import InputError
 from emobench.registry.fact_rules import MAX_NEED_OVERLAP
+from emobench.registry.language_tools import TextTools, language_of, tools
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import Case, Persona, Scenario
-from emobench.registry.prose import prose_words
 from emobench.registry.story_shape import scripted_outcome
-from emobench.registry.words import concept_words, content_words, name_words, word_runs
 
 TEST = "test"
 DEMO, DEV = "demo", "dev"
-SHARED_RUN = 8  # words in a row a test text may share with another split's text
 MAX_STORY_JACCARD = 0.2  # content words shared by a test story and another split's story
 MAX_SIBLING_JACCARD = 0.3  # concepts shared by two hidden needs of one counterfactual set
 MAX_WHY_SHARE = 0.35  # share of a need's content words found in the persona's own why
-WHY_RUN = 4  # words in a row a need may not share with the persona's why, when
-WHY_RUN_CONTENT = 2  # at least this many of them are content words ("needs his reasoning followed")
-MIN_NAME_CHARS = 3  # shorter name words (Li, Jo) are too common to count as a shared person
 _CASE_ID = re.compile(r"\b([a-z]+\d+-\d\d)\b")
 
 
 def check_edition4(reg: Registry) -> Iterator[InputError]:
     yield from _scripted(reg)
     yield from _held_out(reg)
-    yield from _needs(reg)
+    yield from _needs(reg, tools(reg))
 
 
 def _scripted(reg: Registry) -> Iterator[InputError]:
+    language = language_of(reg)
     for path, scenario in reg.current.scenarios.values():
         for i, stage in enumerate(scenario.stages):
-            if words := scripted_outcome(stage):
+            if words := scripted_outcome(stage, language):
                 yield InputError(display_path(path), f"stages[{i}]", f"scripts the outcome ({words!r}): "
                                  "the subject is scored on what the person decides, so no stage decides it")
 
@@ -106,7 +102,7 @@ def _names_of(path: Path, persona: Persona | None = None, scenario: Scenario | N
             yield file, f"cast[{i}].home", member.home or ""
 
 
-def _side(reg: Registry, splits: list[str]) -> Side:
+def _side(reg: Registry, splits: list[str], tt: TextTools) -> Side:
     side = Side({}, {}, {}, [], {})
     for split in splits:
         for case in reg.cases(split):
@@ -114,9 +110,8 @@ def _side(reg: Registry, splits: list[str]) -> Side:
             scenario_path, scenario = reg.current.scenarios[case.scenario.id]
             for file, field, name in [*_names_of(persona_path, persona=persona),
                                       *_names_of(scenario_path, scenario=scenario)]:
-                for word in name_words(name):
-                    if len(word) >= MIN_NAME_CHARS and word not in prose_words().place_words:
-                        side.names.setdefault(word, (file, field))
+                for word in tt.names(name):
+                    side.names.setdefault(word, (file, field))
             if persona.id not in side.personas:
                 side.personas[persona.id] = display_path(persona_path)
                 side.texts += _persona_texts(persona_path, persona)
@@ -127,7 +122,7 @@ def _side(reg: Registry, splits: list[str]) -> Side:
             side.texts += case_texts
             story = side.stories.setdefault(scenario.id, set())
             for text in [*_scenario_texts(scenario_path, scenario), *case_texts]:
-                story |= concept_words(text.text, synonyms=False)
+                story |= tt.concept_words(text.text, False)
     return side
 
 
@@ -147,21 +142,23 @@ def overlap_rows(reg: Registry) -> list[tuple[str, str, str, str, bool]]:
     found = overlap(reg)
     if found is None:
         return []
+    tt = tools(reg)
     shown = ", ".join(found.personas[:3]) or "-"
     names = ", ".join(found.names[:3]) or "-"
     return [
         ("held out: personas", shown, str(len(found.personas)), "0", not found.personas),
         ("held out: names", names, str(len(found.names)), "0", not found.names),
-        ("held out: text", f"{SHARED_RUN}-word runs", str(found.runs), "0", not found.runs),
+        ("held out: text", f"{tt.shared_run}-{tt.unit[:-1]} runs", str(found.runs), "0", not found.runs),
         ("held out: story", " ~ ".join(found.story_pair), f"{found.story:.2f}",
          f"< {MAX_STORY_JACCARD}", found.story < MAX_STORY_JACCARD),
     ]
 
 
 def held_out_sides(reg: Registry) -> tuple[Side, Side] | None:
-    if TEST not in reg.edition_splits:
+    test, tt = reg.named(TEST), tools(reg)
+    if test not in reg.edition_splits:
         return None
-    return _side(reg, [TEST]), _side(reg, [s for s in reg.edition_splits if s != TEST])
+    return _side(reg, [test], tt), _side(reg, [s for s in reg.edition_splits if s != test], tt)
 
 
 def overlap(reg: Registry) -> Overlap | None:
@@ -170,7 +167,7 @@ def overlap(reg: Registry) -> Overlap | None:
     if sides is None:
         return None
     test, rest = sides
-    runs = sum(1 for _ in _shared_runs(test, rest))
+    runs = sum(1 for _ in _shared_runs(test, rest, tools(reg)))
     best, pair = 0.0, ("-", "-")
     for a, words in test.stories.items():
         for b, others in rest.stories.items():
@@ -181,14 +178,14 @@ def overlap(reg: Registry) -> Overlap | None:
                    sorted(set(test.names) & set(rest.names)), runs, best, pair)
 
 
-def _shared_runs(test: Side, rest: Side) -> Iterator[tuple[Text, Text, str]]:
-    """Each test text that shares a run of SHARED_RUN words with a text of another card."""
+def _shared_runs(test: Side, rest: Side, tt: TextTools) -> Iterator[tuple[Text, Text, str]]:
+    """Each test text that shares a run of tt.shared_run words with a text of another card."""
     index: dict[str, Text] = {}
     for other in rest.texts:
-        for run in word_runs(other.text, SHARED_RUN):
+        for run in tt.runs(other.text, tt.shared_run):
             index.setdefault(run, other)
     for text in test.texts:
-        found = next(((run, index[run]) for run in word_runs(text.text, SHARED_RUN)
+        found = next(((run, index[run]) for run in tt.runs(text.text, tt.shared_run)
                       if run in index and index[run].file != text.file), None)
         if found is not None:
             yield text, found[1], found[0]
@@ -203,21 +200,22 @@ def _held_out(reg: Registry) -> Iterator[InputError]:
     if sides is None:
         return
     test, rest = sides
+    tt, name = tools(reg), reg.named(TEST)
     for scenario_id, file in test.scenarios.items():
         if scenario_id in rest.scenarios:
-            yield InputError(file, "id", f"test scenario {scenario_id!r} is also played in "
+            yield InputError(file, "id", f"{name} scenario {scenario_id!r} is also played in "
                              f"{_splits_of(reg, scenario_id)}: the test split's stories appear nowhere else")
     for persona_id, file in test.personas.items():
         if persona_id in rest.personas:
-            yield InputError(file, "id", f"test persona {persona_id!r} is also played in "
+            yield InputError(file, "id", f"{name} persona {persona_id!r} is also played in "
                              f"{_splits_of(reg, persona_id)}: the test split's people appear nowhere else")
     for word, (file, field) in test.names.items():
         other_file, other_field = rest.names.get(word, (file, ""))
         if other_file != file:  # a card on both sides is reported once, above
-            yield InputError(file, field, f"the name {word!r} also appears outside test, in "
+            yield InputError(file, field, f"the name {word!r} also appears outside {name}, in "
                              f"{other_file} ({other_field}): test people and places are held out")
-    for t, o, run in _shared_runs(test, rest):
-        yield InputError(t.file, t.field, f"shares {SHARED_RUN} words in a row ({run!r}) with "
+    for t, o, run in _shared_runs(test, rest, tt):
+        yield InputError(t.file, t.field, f"shares {tt.shared_run} {tt.unit} in a row ({run!r}) with "
                          f"{o.file} ({o.field}): test text appears nowhere else")
     for a, words in test.stories.items():
         for b, others in rest.stories.items():
@@ -232,18 +230,18 @@ def _held_out(reg: Registry) -> Iterator[InputError]:
 
 def _splits_of(reg: Registry, card_id: str) -> str:
     splits = sorted({c.split for c in reg.edition_cases()
-                     if card_id in (c.persona.id, c.scenario.id) and c.split != TEST})
+                     if card_id in (c.persona.id, c.scenario.id) and c.split != reg.named(TEST)})
     return ", ".join(splits)
 
 
 def _training_docs(reg: Registry) -> Iterator[InputError]:
     """docs/train.md and configs/train.yaml, where the library ships with them, train on no
     test case and not on the test split."""
-    test_ids = {case.id for case in reg.cases(TEST)}
+    test_ids = {case.id for case in reg.cases(reg.named(TEST))}
     config = reg.root / "configs" / "train.yaml"
     if config.is_file():
         for number, line in enumerate(config.read_text(encoding="utf-8").splitlines(), 1):
-            if re.match(rf"^split:\s*['\"]?{TEST}['\"]?\s*(?:#.*)?$", line):
+            if re.match(rf"^split:\s*['\"]?{reg.named(TEST)}['\"]?\s*(?:#.*)?$", line):
                 yield InputError(display_path(config), f"line {number}", "trains on the held-out test "
                                  "split: train on dev or demo")
     doc = reg.root / "docs" / "train.md"
@@ -258,10 +256,12 @@ def _training_docs(reg: Registry) -> Iterator[InputError]:
 
 def _demo_from_dev(reg: Registry) -> Iterator[InputError]:
     """Each demo case replays a dev case: the same scenario, persona and IEDR levels."""
-    if DEMO not in reg.edition_splits:
+    demo, dev_split = reg.named(DEMO), reg.named(DEV)
+    if demo not in reg.edition_splits:
         return
-    dev = {(c.scenario.id, c.persona.id): c for c in reg.cases(DEV)} if DEV in reg.edition_splits else {}
-    for case in reg.cases(DEMO):
+    dev = ({(c.scenario.id, c.persona.id): c for c in reg.cases(dev_split)}
+           if dev_split in reg.edition_splits else {})
+    for case in reg.cases(demo):
         source = reg.current.sources[case.id]
         twin = dev.get((case.scenario.id, case.persona.id))
         if twin is None:
@@ -272,12 +272,12 @@ def _demo_from_dev(reg: Registry) -> Iterator[InputError]:
                              "replays a dev case as it is")
 
 
-def _needs(reg: Registry) -> Iterator[InputError]:
+def _needs(reg: Registry, tt: TextTools) -> Iterator[InputError]:
     for scenario_id, cases in reg.counterfactual_sets().items():
         for a, b in combinations(cases, 2):
             if a.persona.id == b.persona.id:
                 continue
-            score = _jaccard(concept_words(a.hidden_need), concept_words(b.hidden_need))
+            score = _jaccard(tt.concept_words(a.hidden_need, True), tt.concept_words(b.hidden_need, True))
             if score >= MAX_SIBLING_JACCARD:
                 source = reg.current.sources[b.id]
                 yield InputError(source.file, source.field("hidden_need.text"), f"shares {score:.0%} of "
@@ -288,16 +288,16 @@ def _needs(reg: Registry) -> Iterator[InputError]:
             continue
         source = reg.current.sources[case.id]
         where = (source.file, source.field("hidden_need.text"))
-        need = concept_words(case.hidden_need, synonyms=False)
+        need = tt.concept_words(case.hidden_need, False)
         why = case.persona.needs[case.dominant_axis].why
-        share = len(need & concept_words(why, synonyms=False)) / max(len(need), 1)
-        run = next((r for r in word_runs(case.hidden_need, WHY_RUN) if r in set(word_runs(why, WHY_RUN))
-                    and len(content_words(r)) >= WHY_RUN_CONTENT), "")
+        share = len(need & tt.concept_words(why, False)) / max(len(need), 1)
+        run = next((r for r in tt.runs(case.hidden_need, tt.why_run) if r in set(tt.runs(why, tt.why_run))
+                    and tt.run_content(r) >= tt.why_run_content), "")
         if share >= MAX_WHY_SHARE or run:
-            detail = f"{WHY_RUN} words in a row, {run!r}" if run else f"{share:.0%} of its content words"
+            detail = f"{tt.why_run} {tt.unit} in a row, {run!r}" if run else f"{share:.0%} of its content words"
             yield InputError(*where, f"restates persona {case.persona.id!r}'s needs."
                              f"{case.dominant_axis}.why ({detail}): the need is what this situation asks")
-        opening = len(need & concept_words(case.opening, synonyms=False)) / max(len(need), 1)
+        opening = len(need & tt.concept_words(case.opening, False)) / max(len(need), 1)
         if opening >= MAX_NEED_OVERLAP:
             yield InputError(*where, f"shares {opening:.0%} of its content words with the case's "
                              f"opening (limit {MAX_NEED_OVERLAP:.0%}): the user never says the need")

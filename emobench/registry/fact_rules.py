@@ -31,7 +31,7 @@ def check_edition3(reg: Registry) -> Iterator[InputError]:
     players = scenario_players(reg)
     yield from _split_ids(reg)
     yield from case_needs(reg)
-    yield from _need_overlap(reg)
+    yield from need_overlaps(reg)
     yield from _names(reg, players)
     yield from people(reg, players)
     yield from _lives(reg, players)
@@ -87,19 +87,19 @@ def case_needs(reg: Registry) -> Iterator[InputError]:
             seen.setdefault(key, case)
 
 
-def need_overlap(case: Case) -> tuple[float, int]:
+def need_overlap(case: Case, words_of: Callable[[str], set[str]] = content_words) -> tuple[float, int]:
     """The largest share of the hidden need's content words found in one stage, and that stage."""
-    need = content_words(case.hidden_need)
+    need = words_of(case.hidden_need)
     if not need:
         return 0.0, 0
-    shares = [len(need & content_words(stage)) / len(need) for stage in case.scenario.stages]
+    shares = [len(need & words_of(stage)) / len(need) for stage in case.scenario.stages]
     best = max(range(len(shares)), key=shares.__getitem__)
     return shares[best], best
 
 
-def _need_overlap(reg: Registry) -> Iterator[InputError]:
+def need_overlaps(reg: Registry, words_of: Callable[[str], set[str]] = content_words) -> Iterator[InputError]:
     for case in reg.edition_cases():
-        share, stage = need_overlap(case)
+        share, stage = need_overlap(case, words_of)
         if share >= MAX_NEED_OVERLAP:
             yield InputError(*_case_where(reg, case, "hidden_need.text"), f"shares {share:.0%} of its "
                              f"content words with stage {stage + 1} of {case.scenario.id!r} (limit "

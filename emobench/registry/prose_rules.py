@@ -65,7 +65,7 @@ def people_of(persona: Persona, scenario: Scenario | None = None) -> list[Person
     return out
 
 
-def _scenario_fields(reg: Registry, scenario: Scenario) -> list[Field]:
+def scenario_fields(reg: Registry, scenario: Scenario) -> list[Field]:
     file = display_path(reg.current.scenarios[scenario.id][0])
     return [Field(file, "topic", scenario.topic), Field(file, "opening", scenario.opening),
             *(Field(file, f"stages[{i}]", s) for i, s in enumerate(scenario.stages)),
@@ -73,13 +73,13 @@ def _scenario_fields(reg: Registry, scenario: Scenario) -> list[Field]:
               for i, m in enumerate(scenario.memories))]
 
 
-def _persona_fields(reg: Registry, persona: Persona) -> list[Field]:
+def persona_fields(reg: Registry, persona: Persona) -> list[Field]:
     file = display_path(reg.current.personas[persona.id][0])
     return [Field(file, "identity", persona.identity), Field(file, "background", persona.background),
             *(Field(file, f"needs.{axis}.why", persona.needs[axis].why) for axis in ("C", "A", "P"))]
 
 
-def _case_fields(reg: Registry, case: Case) -> list[Field]:
+def case_fields(reg: Registry, case: Case) -> list[Field]:
     source = reg.current.sources[case.id]
     out = []
     if case.opening_override is not None:
@@ -95,14 +95,14 @@ def check_prose(reg: Registry) -> Iterator[InputError]:
     checked_pairs: set[tuple[str, str]] = set()
     for case in reg.edition_cases():
         persona, scenario = case.persona, case.scenario
-        batches: list[tuple[list[Field], Scenario | None]] = [(_case_fields(reg, case), scenario)]
+        batches: list[tuple[list[Field], Scenario | None]] = [(case_fields(reg, case), scenario)]
         if persona.id not in checked_personas:
             checked_personas.add(persona.id)
-            batches.append((_persona_fields(reg, persona), None))
+            batches.append((persona_fields(reg, persona), None))
             yield from _generations(reg, persona)
         if (scenario.id, persona.id) not in checked_pairs:
             checked_pairs.add((scenario.id, persona.id))
-            batches.append((_scenario_fields(reg, scenario), scenario))
+            batches.append((scenario_fields(reg, scenario), scenario))
         for fields, cast in batches:
             people = people_of(persona, cast)
             for field in fields:

@@ -7,9 +7,11 @@ from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 
+from emobench.registry import zh_words
 from emobench.registry.fact_rules import MAX_NEED_OVERLAP, need_overlap
+from emobench.registry.language_tools import tools
 from emobench.registry.loader import Registry
-from emobench.registry.models import Scenario
+from emobench.registry.models import DEFAULT_LANGUAGE, Language, Scenario
 from emobench.registry.words import first_match, first_verb, name_words, patterns, story_words
 
 MAX_SHARE = Fraction(1, 3)  # of the scenarios opening with one move, or ending in an admission
@@ -37,12 +39,21 @@ def _subjects(reg: Registry, scenario: Scenario) -> set[str]:
     return name_words(*names, *(m.name for m in scenario.cast or []))
 
 
+def _players(reg: Registry, scenario: Scenario) -> list[str]:
+    return [c.persona.name for c in reg.edition_cases() if c.scenario.id == scenario.id]
+
+
 def opening_move(reg: Registry, scenario: Scenario) -> str:
+    if scenario.language != DEFAULT_LANGUAGE:
+        return zh_words.first_verb(scenario.stages[0], {*_players(reg, scenario),
+                                                        *(m.name for m in scenario.cast or [])})
     return first_verb(scenario.stages[0], _subjects(reg, scenario))
 
 
 def ends_in_admission(reg: Registry, scenario: Scenario) -> bool:
     last = scenario.stages[-1]
+    if scenario.language != DEFAULT_LANGUAGE:
+        return zh_words.first_match(last, zh_words.patterns(zh_words.SHAPE_WORDS_ZH, "admissions")) is not None
     return first_verb(last, _subjects(reg, scenario)) in story_words().admission_verbs or "admit" in last.lower()
 
 
@@ -54,7 +65,7 @@ def shape_shares(reg: Registry) -> list[Share]:
     admissions = sum(ends_in_admission(reg, s) for s in scenarios)
     sets = reg.counterfactual_sets()
     good = sum(reg.scenarios[sid].valence in ("positive", "mixed") for sid in sets)
-    overlaps = [need_overlap(case)[0] for case in reg.edition_cases()]
+    overlaps = [need_overlap(case, tools(reg).content_words)[0] for case in reg.edition_cases()]
     worst = max(overlaps, default=0.0)
     return [
         Share("opening move", f"most common: {move!r}", most, total, f"≤ {MAX_SHARE}",
@@ -69,26 +80,31 @@ def shape_shares(reg: Registry) -> list[Share]:
     ]
 
 
-def asks(text: str) -> str | None:
+def asks(text: str, language: Language = DEFAULT_LANGUAGE) -> str | None:
     """What makes a text ask for practical help: a question mark, or the first request phrase
-    of shape_words.yaml found anywhere in it; None when it does not ask."""
+    of shape_words.yaml (shape_words_zh.yaml) found anywhere in it; None when it does not ask."""
+    if language != DEFAULT_LANGUAGE:
+        mark = next((m for m in ("?", "？") if m in text), None)
+        return mark or zh_words.first_match(text, zh_words.patterns(zh_words.SHAPE_WORDS_ZH, "request_phrases"))
     if "?" in text:
         return "?"
     return first_match(text, patterns(SHAPE_WORDS, "request_phrases"))
 
 
-def scripted_outcome(stage: str) -> str | None:
+def scripted_outcome(stage: str, language: Language = DEFAULT_LANGUAGE) -> str | None:
     """The words by which a stage decides what the person does, or None."""
+    if language != DEFAULT_LANGUAGE:
+        return zh_words.first_match(stage, zh_words.patterns(zh_words.SHAPE_WORDS_ZH, "scripted_outcomes"))
     return first_match(stage, patterns(SHAPE_WORDS, "scripted_outcomes"))
 
 
 def asking_shares(reg: Registry, split: str) -> list[Share]:
     """How much of a split asks: its case openings, and its scenarios' first and last stages."""
-    cases = reg.cases(split)
+    cases, language = reg.cases(split), reg.language(split)
     scenarios = list({case.scenario.id: case.scenario for case in cases}.values())
-    openings = sum(asks(case.opening) is not None for case in cases)
-    first = sum(asks(s.stages[0]) is not None for s in scenarios)
-    last = sum(asks(s.stages[-1]) is not None for s in scenarios)
+    openings = sum(asks(case.opening, language) is not None for case in cases)
+    first = sum(asks(s.stages[0], language) is not None for s in scenarios)
+    last = sum(asks(s.stages[-1], language) is not None for s in scenarios)
     rows = [("case openings", "ask: a ? or a request", openings, len(cases), MAX_ASKING_OPENINGS),
             ("first stages", "ask, of the scenarios", first, len(scenarios), MAX_ASKING_OPENINGS),
             ("last stages", "ask, of the scenarios", last, len(scenarios), MAX_ASKING_LAST)]

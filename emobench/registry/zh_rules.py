@@ -1,6 +1,7 @@
 """The authoring rules for the Chinese library (cards in personas/zh and scenarios/zh, splits
 named like test-zh): the third and fourth editions' rules, read with Chinese word lists and a
-segmenter instead of capitals and English words.
+segmenter instead of capitals and English words. The fourth edition's held-out, story-shape
+and hidden-need rules are edition4's, which reads each language with its own tools.
 
 Each check yields one InputError per problem, naming the file and the field, as rules.py does.
 """
@@ -12,19 +13,28 @@ from collections.abc import Iterator
 
 from emobench.errors import InputError
 from emobench.registry import fact_rules
+from emobench.registry.edition4 import check_edition4
 from emobench.registry.loader import Registry, display_path
-from emobench.registry.zh_words import is_family
+from emobench.registry.models import Persona, Scenario
+from emobench.registry.zh_prose import check_zh_prose
+from emobench.registry.zh_words import content_words, is_family, name_known, person_names
 
 
 def check_zh(reg: Registry) -> Iterator[InputError]:
     players = fact_rules.scenario_players(reg)
     yield from _split_ids(reg)
     yield from fact_rules.case_needs(reg)
+    yield from fact_rules.need_overlaps(reg, content_words)
+    yield from _names(reg, players)
     yield from fact_rules.people(reg, players, family_of=is_family)
+    yield from _lives(reg, players)
     yield from fact_rules.duplicate_memories(reg)
+    yield from _persona_text(reg)
     for path, persona in reg.current.personas.values():
         if persona.facts is not None and persona.facts.home is None:
             yield InputError(display_path(path), "facts.home", "missing: the persona's city or town")
+    yield from check_edition4(reg)
+    yield from check_zh_prose(reg)
 
 
 def _split_ids(reg: Registry) -> Iterator[InputError]:
@@ -36,3 +46,99 @@ def _split_ids(reg: Registry) -> Iterator[InputError]:
                 source = reg.current.sources[case.id]
                 yield InputError(source.file, source.field("id"), f"{case.id!r} does not match the "
                                  f"Chinese library's pattern {base}zh-NN (two digits)")
+
+
+def _known(scenario: Scenario | None, personas: list[Persona]) -> set[str]:
+    known: set[str] = set()
+    if scenario is not None:
+        known |= {m.name for m in scenario.cast or []} | set(scenario.other_names or [])
+        known |= {m.home for m in scenario.cast or [] if m.home}
+    for persona in personas:
+        known.add(persona.name)
+        if persona.facts is not None:
+            known |= {r.name for r in persona.facts.relatives} | {persona.facts.home or ""}
+            known |= {r.home for r in persona.facts.relatives if r.home}
+    return known - {""}
+
+
+def _unknown_names(text: str, known: set[str]) -> list[str]:
+    return [name for name in person_names(text) if not name_known(name, known)]
+
+
+def _unnamed(file: str, field: str, names: list[str]) -> InputError:
+    shown = ", ".join(repr(n) for n in names[:4])
+    return InputError(file, field, f"names {shown}, who is not the persona nor in the cast, "
+                      "facts.relatives or other_names (a person goes in the cast, a place or brand "
+                      "in other_names)")
+
+
+def _names(reg: Registry, players: dict[str, list[Persona]]) -> Iterator[InputError]:
+    """A person the prose names (jieba's name tag, no capitals in Chinese) is someone the cards know."""
+    for path, scenario in reg.current.scenarios.values():
+        known = _known(scenario, players.get(scenario.id, []))
+        fields = [("topic", scenario.topic), ("opening", scenario.opening),
+                  *((f"stages[{i}]", s) for i, s in enumerate(scenario.stages)),
+                  *((f"memories[{i}].text", m.text) for i, m in enumerate(scenario.memories))]
+        for field, text in fields:
+            if unknown := _unknown_names(text, known):
+                yield _unnamed(display_path(path), field, unknown)
+    for case in reg.edition_cases():
+        source = reg.current.sources[case.id]
+        known = _known(case.scenario, [case.persona])
+        said: list[tuple[str, str | None]] = [
+            ("opening", case.opening_override),
+            ("hidden_need.text", case.case_need.text if case.case_need else None)]
+        for field, maybe in said:
+            if maybe and (unknown := _unknown_names(maybe, known)):
+                yield _unnamed(source.file, source.field(field), unknown)
+    for path, persona in reg.current.personas.values():
+        known = _known(None, [persona])
+        texts = [("identity", persona.identity), ("background", persona.background),
+                 *((f"needs.{axis}.why", persona.needs[axis].why) for axis in ("C", "A", "P"))]
+        for field, text in texts:
+            if unknown := _unknown_names(text, known):
+                yield _unnamed(display_path(path), field, unknown)
+
+
+def _lives(reg: Registry, players: dict[str, list[Persona]]) -> Iterator[InputError]:
+    """A dated memory that names someone falls within that person's life."""
+    for path, scenario in reg.current.scenarios.values():
+        people: dict[str, tuple[int | None, int | None]] = {m.name: (m.born, m.died) for m in scenario.cast or []}
+        for persona in players.get(scenario.id, []):
+            for rel in persona.facts.relatives if persona.facts else []:
+                born, died = people.get(rel.name, (None, None))
+                people[rel.name] = (born or rel.born, died or rel.died)
+        for i, memory in enumerate(scenario.memories):
+            year = memory.year
+            if year is None:
+                continue
+            for name, (born, died) in people.items():
+                if not _said(name, memory.text):
+                    continue
+                where = (display_path(path), f"memories[{i}].year")
+                if born is not None and year < born:
+                    yield InputError(*where, f"{year} is before {name} was born ({born})")
+                elif died is not None and year > died:
+                    yield InputError(*where, f"{year} is after {name} died ({died})")
+
+
+def _said(name: str, text: str) -> bool:
+    """The text names the person: the full name, or the given name of a three-character one."""
+    return name in text or (len(name) == 3 and name[1:] in text)
+
+
+def _persona_text(reg: Registry) -> Iterator[InputError]:
+    """Persona prose describes the person: it names no scenario's cast outside its relatives."""
+    cast_names: dict[str, str] = {}
+    for _path, scenario in reg.current.scenarios.values():
+        for member in scenario.cast or []:
+            cast_names.setdefault(member.name, scenario.id)
+    for path, persona in reg.current.personas.values():
+        own = {persona.name, *(r.name for r in persona.facts.relatives)} if persona.facts else {persona.name}
+        texts = [("background", persona.background),
+                 *((f"needs.{axis}.why", persona.needs[axis].why) for axis in ("C", "A", "P"))]
+        for field, text in texts:
+            named = sorted(n for n in cast_names if n not in own and n in text)
+            if named:
+                yield InputError(display_path(path), field, f"names {named[0]!r}, cast of scenario "
+                                 f"{cast_names[named[0]]!r}: persona text describes the person, not a story")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -45,11 +46,21 @@ def strings(file_name: str, key: str) -> tuple[str, ...]:
 
 @cache
 def _tagger() -> POSTokenizer:
-    import jieba
-    from jieba.posseg import POSTokenizer
+    with warnings.catch_warnings():
+        # jieba 0.42.1 imports setuptools' deprecated pkg_resources to find its dictionary
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import jieba
+        from jieba.posseg import POSTokenizer
 
     jieba.setLogLevel(logging.WARNING)  # it prints its dictionary load to stderr otherwise
-    return POSTokenizer(jieba.Tokenizer())
+    tokenizer = jieba.Tokenizer()
+    tokenizer.initialize()
+    return POSTokenizer(tokenizer)
+
+
+def _frequency(word: str) -> int:
+    freq: dict[str, int] = _tagger().tokenizer.FREQ
+    return freq.get(word, 0)
 
 
 @lru_cache(maxsize=4096)
@@ -59,10 +70,16 @@ def tagged(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def person_names(text: str) -> list[str]:
-    """Words jieba tags as a person's name, in order, once each, without the address words
-    it mistakes for names (老公, 阿姨)."""
-    skip = set(strings(PROSE_WORDS_ZH, "not_names"))
-    found = [w for w, tag in tagged(text) if tag in NAME_TAGS and w not in skip and _CJK.search(w)]
+    """Words jieba tags as a person's name, in order, once each: two to four characters that
+    start with a common surname (two-character ones also rare in its dictionary, unlike 明白),
+    without the relation and address words it mistakes for names (孙子, 老公, 阿姨)."""
+    relations: dict[str, list[str]] = data(PROSE_WORDS_ZH)["relations"]
+    skip = set(strings(PROSE_WORDS_ZH, "not_names")) | {w for words in relations.values() for w in words}
+    family = set(strings(PROSE_WORDS_ZH, "surnames"))
+    most = int(data(PROSE_WORDS_ZH)["max_name_frequency"])
+    found = [w for w, tag in tagged(text)
+             if tag in NAME_TAGS and 2 <= len(w) <= 4 and w not in skip and _CJK.search(w)
+             and (w[:1] in family or w[:2] in family) and (len(w) >= 3 or _frequency(w) < most)]
     return list(dict.fromkeys(found))
 
 
@@ -156,3 +173,15 @@ def first_match(text: str, found: tuple[re.Pattern[str], ...]) -> str | None:
         if match := pattern.search(text):
             return match.group(0)
     return None
+
+
+_SUBJECT_WORDS = frozenset({"他", "她", "我", "他们", "她们"})
+
+
+def first_verb(stage: str, subjects: set[str]) -> str:
+    """The stage's first verb (jieba tag v...) after its subject and adverbs ("他说…" -> 说)."""
+    pairs = [(w, tag) for w, tag in tagged(stage) if w.strip()]
+    i = 0
+    if pairs and (pairs[0][0] in _SUBJECT_WORDS or any(pairs[0][0] in s for s in subjects)):
+        i = 1
+    return next((w for w, tag in pairs[i:] if tag.startswith("v")), "")

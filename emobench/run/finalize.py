@@ -24,6 +24,7 @@ from emobench.scoring.probe import counterfactual_spread
 from emobench.scoring.replay import rejudged
 from emobench.scoring.validity import run_validity
 from emobench.trackers.affect import default_tracker
+from emobench.trackers.languages import tracker_absence, trackers_note
 
 
 def accounting(
@@ -86,7 +87,9 @@ def finalize_run(
     judgements = {j.key: j for j in read_records(out.judgements, EpisodeJudgement)}
     # An imported run (another benchmark's transcripts, e.g. EMPA's Chinese ones) skips the
     # English MiniLM affect tracker: it does not apply, and it is most of finalize's time.
-    tracker = None if "external" in origin_manifest else default_tracker()
+    # Nor does it read a language it was not made for: a Chinese run never loads it.
+    tracked = any(tracker_absence(registry.case(e.case_id).language) is None for e in episodes)
+    tracker = None if "external" in origin_manifest or not tracked else default_tracker()
     scored = []
     rows = []
     for done, episode in enumerate(episodes, start=1):
@@ -120,9 +123,13 @@ def finalize_run(
             "judge": origin_manifest["external"].get("original_judge"),
             "items": original_judge_agreement(episodes, scored),
         }
+    languages = sorted({str(r["language"]) for r in rows})
     report = {
         "run_id": out.path.name,
         "episodes": len(episodes),
+        # a run plays one split, so one language; "en+zh" would name a mixed one, never silent
+        "language": "+".join(languages) or None,
+        "trackers": trackers_note(languages) or "run",
         "stop_reasons": dict(stops),
         "invalid_judgements": invalid,
         "unscored_episodes": sum(r["epmq"] is None for r in rows),
@@ -135,7 +142,8 @@ def finalize_run(
         "accounting": accounting(episodes, list(judgements.values()), _prices(config)),
     }
     out.write_json(out.report, report)
-    out.write_json(out.manifest, {**out.read_manifest(), "accounting": report["accounting"]})
+    out.write_json(out.manifest, {**out.read_manifest(), "accounting": report["accounting"],
+                                  "language": report["language"], "trackers": report["trackers"]})
     return scored
 
 

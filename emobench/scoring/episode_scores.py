@@ -16,6 +16,7 @@ from emobench.scoring.probe import probe_scores
 from emobench.scoring.schema import SCORES_SCHEMA
 from emobench.trackers.affect import AffectReading, AffectTracker
 from emobench.trackers.epm import FAILURES
+from emobench.trackers.languages import tracker_absence
 from emobench.trackers.trajectory import slope, valence_trajectory
 
 _EPMQ_FIELDS = (
@@ -46,12 +47,14 @@ def score_episode(
     """The row for one episode; pass the replayed episode when a rescore changed its turns.
 
     EPM-Q is scored under the run's profile, and once more under `empa` for `epmq_empa`. Without
-    a tracker the affect columns are null (the runner always passes one)."""
+    a tracker the affect columns are null (the runner always passes one); on a case in a language
+    the trackers do not read they are null too, and trackers_absent says so by name."""
     judged = [t for t in episode.turns if t.judgement.valid and t.judgement.vector is not None and t.epm is not None]
     holistic = mean_scores(judgement.holistic) if judgement else dict.fromkeys(HOLISTIC_DIMENSIONS)
     probe = probe_scores(episode.probe, case.persona)
     messages = [t.user.message for t in episode.turns]
-    readings = tracker.read(messages) if tracker else None
+    absent = tracker_absence(case.language)
+    readings = tracker.read(messages) if tracker and absent is None else None
     row: dict[str, Any] = {
         "run_id": run_id,
         "subject": episode.subject,
@@ -60,6 +63,7 @@ def score_episode(
         "persona_id": episode.persona_id,
         "seed": episode.seed,
         "split": episode.split,
+        "language": case.language,
         "category": case.scenario.category,
         "dominant_axis": case.dominant_axis,
         "difficulty": case.difficulty,
@@ -81,6 +85,7 @@ def score_episode(
         "probe_accuracy": probe["accuracy"],
         "probe_need_correct": probe["need_correct"],
         **_affect_columns(readings, tracker.version if tracker else None),
+        "trackers_absent": absent,
         "audit_flags": len(judgement.audit) if judgement else None,
         "panel": judgement.panel if judgement else None,
         "registry_version": episode.registry_version,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-# 3: affect tracker, situation valence; 4: scoring_profile, epmq_empa, oscillation, success null when unjudged
-SCORES_SCHEMA_VERSION = "4"
+# 3: affect tracker, situation valence; 4: scoring_profile, epmq_empa, oscillation, success null when unjudged;
+# 5: language, trackers_absent
+SCORES_SCHEMA_VERSION = "5"
 
 _f64 = pa.float64()
 
@@ -19,6 +20,7 @@ SCORES_SCHEMA = pa.schema(
         ("persona_id", pa.string()),
         ("seed", pa.int64()),
         ("split", pa.string()),
+        ("language", pa.string()),  # en|zh: the case's, and so its prompts' and judges'
         ("category", pa.string()),  # life|health|leisure|values|relations|career
         ("dominant_axis", pa.string()),  # C|A|P
         ("difficulty", pa.string()),  # easy|medium|hard|very_hard
@@ -73,6 +75,9 @@ SCORES_SCHEMA = pa.schema(
         ("emotion_last", pa.string()),
         ("emotion_path", pa.list_(pa.string())),  # strongest emotion per turn, or "neutral"
         ("tracker_version", pa.string()),  # affect head and closing patterns, with their hashes
+        # why the affect columns are null by design: the trackers do not read the episode's
+        # language (trackers/languages.py); null where they ran
+        ("trackers_absent", pa.string()),
         # simulator audit flags (reported, never part of the subject's score)
         ("audit_flags", pa.int64()),
         ("panel", pa.string()),
