@@ -146,7 +146,8 @@ def test_counterfactual_members_need_different_things_on_their_own_axis(reg: Reg
 
 def test_files_are_named_by_id(reg: Registry) -> None:
     for folder, cards in (("personas", reg.personas), ("scenarios", reg.scenarios)):
-        assert {p.stem for p in (ROOT / folder).glob("*.yaml")} == set(cards)
+        files = [*(ROOT / folder).glob("*.yaml"), *(ROOT / folder / "zh").glob("*.yaml")]
+        assert {p.stem for p in files} == set(cards)
 
 
 def test_levels_are_plausible_for_the_persona(reg: Registry) -> None:

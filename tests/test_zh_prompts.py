@@ -14,11 +14,13 @@ import pytest
 import yaml
 
 from emobench.config import PanelConfig, RoleConfig, RunConfig, load_config_data, validate_config
-from emobench.episode.director import DirectorState, director_messages
+from emobench.episode.director import DirectorState, director_messages, simulator_guidance
+from emobench.episode.guidance import guidance_words
 from emobench.errors import InputError
 from emobench.judging.iedr import iedr_messages
 from emobench.judging.stage import bind_panel
 from emobench.prompts import cases_language, load_language_template, template_file
+from emobench.records import DirectorAction
 from emobench.registry import Registry, load_registry
 from emobench.run.runner import ROOT, load_prompts, run_benchmark
 from emobench.rundir import RunDir
@@ -103,6 +105,19 @@ def test_every_chinese_template_renders_a_chinese_case_without_english_codes(zh_
     assert case.persona.name in texts["simulator"] and case.hidden_need in texts["mdep"]
     assert "助手：嗯，我在听。" in texts["mdep"] and "神经质高" in texts["simulator"]
     assert "neuroticism（神经质）" in texts["probe"]
+
+
+def test_the_directors_guidance_reaches_a_chinese_simulator_in_chinese(zh_registry: Registry) -> None:
+    case, english = zh_registry.cases(ZH_SPLIT)[0], zh_registry.cases("demo")[0]
+    state = DirectorState(turn=3, max_turns=12, meter=40, revealed_stages=(0,),
+                          revealed_memories=(1,), resistance=1)
+    wait = DirectorAction(action="wait", target=None, guidance="")
+    said = simulator_guidance(case, state, wait)
+    memory = case.scenario.memories[1]
+    assert said == (f"如果你觉得自己被听进去了，现在可以把故事的这些部分说出来：{case.scenario.stages[0]}"
+                    f"如果时机合适，这些记忆可能会浮上心头：（少年）{memory.text}再试探对方一下，然后再敞开。")
+    assert simulator_guidance(english, state, wait).startswith("If you feel heard enough")
+    assert guidance_words("zh").resistance.keys() == guidance_words("en").resistance.keys()
 
 
 def test_a_runs_case_language_picks_its_templates(zh_registry: Registry, zh_root: Path) -> None:
