@@ -123,6 +123,9 @@ def run(
     ] = None,
     min_turns: Annotated[int | None, typer.Option(help="First turn at which EPM and meter stop rules apply.")] = None,
     limit: Annotated[int | None, typer.Option(help="Run only the first N cases of the split.")] = None,
+    local_split: Annotated[Path | None, typer.Option(
+        help="Play the cases of this local split folder (from `emobench import empa-cases`) instead of a library split.",
+    )] = None,
     references: Annotated[bool, typer.Option(
         "--references/--no-references",
         help="Play the config's reference subjects beside the subjects (the validity check's known groups).",
@@ -152,7 +155,7 @@ def run(
     def load_config() -> tuple[RunConfig, dict[str, str]]:
         from emobench.run.flags import flag_overrides, load_run_config
 
-        flagged = flag_overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit)
+        flagged = flag_overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit, local_split)
         if not references:
             flagged["references"] = []
         loaded = load_run_config(config, resume, flagged, notes)
@@ -167,9 +170,8 @@ def run(
 
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
-        from emobench.registry import load_registry
         from emobench.run.finalize import finalize_run, summary_line
-        from emobench.run.runner import ROOT, run_benchmark
+        from emobench.run.runner import ROOT, run_benchmark, run_registry
         from emobench.rundir import RunDir
         from emobench.scoring.epmq import EPMQ_WEIGHTS
         from emobench.scoring.invalid_outputs import invalid_summary
@@ -197,7 +199,7 @@ def run(
             )
         rd = RunDir(result.run_dir)
         with progress_bar(progress) as tick:
-            finalize_run(rd, load_registry(ROOT), tick=tick)
+            finalize_run(rd, run_registry(cfg, ROOT), tick=tick)
         table = build_leaderboard([rd.path])
         write_leaderboard(table, rd.path)
         render_table(table, console())

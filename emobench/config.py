@@ -24,7 +24,8 @@ INT64 = 2**63
 Seed = Annotated[int, Field(ge=0, lt=INT64)]
 
 # Fields that change how fast a run goes but not what it produces; kept out of the hash.
-OPERATIONAL = {"max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price", "play"}
+# local_split is a folder's path: its cards count through the registry version instead.
+OPERATIONAL = {"local_split", "max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price", "play"}
 
 
 class _Config(BaseModel):
@@ -89,6 +90,10 @@ class RunConfig(_Config):
     probe: bool = True  # ask the subject, out of character, to infer the persona (docs/method.md §5.6)
     # A template name under prompts/, e.g. "companion".
     subject_system_prompt: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+$")
+    # "flat": the subject gets the dialogue so far as one user message, rendered by the
+    # subject_system_prompt template's "user" block (EMPA's protocol, docs/empa.md).
+    subject_history: Literal["turns", "flat"] = "turns"
+    local_split: str | None = None  # a folder of imported cases (emobench.registry.local) played instead
     split: str = "test"
     cases: list[str] | None = None
     limit_cases: int | None = Field(default=None, ge=1, lt=INT64)
@@ -101,6 +106,8 @@ class RunConfig(_Config):
     reveal_every: int = Field(default=3, ge=0, lt=INT64)
     concurrency: int = Field(default=64, ge=1, lt=INT64)
     scoring_profile: ProfileName = DEFAULT_PROFILE  # docs/method.md §5.8: "emobench" or "empa"
+    # The judges' instruction language: the case's (its templates under judges/ or judges/zh/), or pinned.
+    judge_language: Literal["case", "en", "zh"] = "case"
     play: PlayConfig = Field(default_factory=PlayConfig)  # read by `emobench play` only
 
     def limits(self) -> Limits:
@@ -112,6 +119,10 @@ class RunConfig(_Config):
             director_retries=self.director_retries,
             reveal_every=self.reveal_every,
         )
+
+    def judges_language(self, case_language: str) -> str:
+        """The language of the judges' templates for a case of ``case_language``."""
+        return case_language if self.judge_language == "case" else self.judge_language
 
     @property
     def judges(self) -> list[RoleConfig]:
@@ -134,7 +145,16 @@ class RunConfig(_Config):
                 return [strip(v) for v in value]
             return value
 
-        canonical = orjson.dumps(strip(self.model_dump(mode="json")), option=orjson.OPT_SORT_KEYS)
+        data = strip(self.model_dump(mode="json"))
+        if data["judge_language"] == "case":  # the default: configs from before the key keep their hash
+            del data["judge_language"]
+        if data["subject_history"] == "turns":  # likewise the default subject history...
+            del data["subject_history"]
+        for role in [*data["subjects"], data["user"], *data["panel"]["judges"], data["director"] or {}]:
+            for penalty in ("frequency_penalty", "presence_penalty"):  # ...and penalties left unset
+                if role.get("sampling", {}).get(penalty, 0) is None:
+                    del role["sampling"][penalty]
+        canonical = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(canonical).hexdigest()[:16]
 
 

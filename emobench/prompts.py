@@ -2,11 +2,15 @@
 
 A template's version is a short hash of its file, so any edit changes the version that is
 stamped into every record produced with it; nobody has to remember to bump a number.
+Each language has its own set: prompts/NAME.j2 and judges/NAME.j2 are English, prompts/zh/ and
+judges/zh/ mirror them in Chinese with the same variables and output schemas. A non-English
+version names its language ("zh-<hash>"), so every record says which set it came from.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
     from emobench.registry import Case
 
 ROOT = library_root()
+LANGUAGES = ("en", "zh")
 
 _env = jinja2.Environment(
     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, autoescape=False
@@ -57,8 +62,29 @@ class PromptTemplate:
         return text
 
 
+def template_file(root: Path, folder: str, name: str, language: str) -> Path:
+    """Where a template of a language lives: ``root/folder/name`` in English, else under ``zh/``."""
+    if language not in LANGUAGES:
+        raise InputError(root / folder / name, "language", f"{language!r} is not one of {', '.join(LANGUAGES)}")
+    return root / folder / name if language == "en" else root / folder / language / name
+
+
+def load_language_template(root: Path, folder: str, name: str, language: str) -> PromptTemplate:
+    """``prompts`` or ``judges`` template ``name`` (a file name, e.g. "mdep.j2") in a language."""
+    return load_template(template_file(root, folder, name, language), language)
+
+
+def cases_language(cases: Iterable[Case]) -> str:
+    """The one language of a run's cases, which picks its templates; English for no case."""
+    languages = sorted({case.language for case in cases})
+    if len(languages) > 1:
+        raise InputError("config", "split", f"its cases are in several languages ({', '.join(languages)}); "
+                         "a run plays one language: give a split of one")
+    return languages[0] if languages else "en"
+
+
 @lru_cache(maxsize=64)
-def load_template(path: Path) -> PromptTemplate:
+def load_template(path: Path, language: str = "en") -> PromptTemplate:
     try:
         source = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -67,5 +93,7 @@ def load_template(path: Path) -> PromptTemplate:
         template = _env.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         raise InputError(path, f"line {exc.lineno}", f"template syntax error: {exc.message}") from exc
-    version = hashlib.sha256(source.encode()).hexdigest()[:10]
+    digest = hashlib.sha256(source.encode()).hexdigest()[:10]
+    # English versions stay the bare hash that every earlier run recorded.
+    version = digest if language == "en" else f"{language}-{digest}"
     return PromptTemplate(name=path.stem, version=version, template=template)

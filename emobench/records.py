@@ -22,6 +22,9 @@ class Sampling(Record):
     temperature: float = Field(default=0.7, ge=0, allow_inf_nan=False)
     top_p: float = Field(default=1.0, gt=0, le=1)
     max_tokens: int = Field(default=256, ge=1, lt=2**31)
+    # Sent only when set (EMPA's protocol sets both to 0.7): None keeps older configs' hashes.
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2, allow_inf_nan=False)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2, allow_inf_nan=False)
 
 
 class ModelCall(Record):

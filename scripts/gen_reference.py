@@ -51,7 +51,13 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
                  "A top-level `judges:` list is shorthand for an inline panel.",
         "director": "An LLM director, a [role](#role); unset, the rule director reveals the story.",
         "probe": "After each episode, ask the subject out of character to infer the persona.",
-        "subject_system_prompt": "A system prompt for the subject: a template name under `prompts/`.",
+        "subject_system_prompt": "A system prompt for the subject: a template name under `prompts/` "
+                                 "(`prompts/zh/` on Chinese cases).",
+        "subject_history": "`turns`: the subject gets the dialogue as chat turns; `flat`: as one user message, "
+                           "rendered by the subject_system_prompt template's `user` block (EMPA's protocol, "
+                           "docs/empa.md).",
+        "local_split": "A local split folder to play instead of a library split (`emobench import empa-cases`; "
+                       "docs/empa.md); not part of the config hash, its cards are in the registry version.",
         "split": "The split whose cases run.",
         "cases": "Only these case ids of the split.",
         "limit_cases": "Only the first N cases of the split.",
@@ -64,6 +70,7 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "reveal_every": "The rule director reveals the next hidden stage every N turns (0: never).",
         "concurrency": "Episodes in flight at once.",
         "scoring_profile": "How EPM-Q is scored: `emobench` or `empa` (docs/method.md §5.8).",
+        "judge_language": "The judges' instruction language: `case` (the case's), or pinned to `en` or `zh`.",
         "play": "`emobench play`'s limits and allowed origins, a [play](#play) section (docs/play.md); "
                 "not part of the config hash.",
     },
@@ -87,6 +94,8 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "temperature": "Sampling temperature.",
         "top_p": "Nucleus sampling mass.",
         "max_tokens": "Most tokens per completion.",
+        "frequency_penalty": "Sent only when set (EMPA's protocol: 0.7).",
+        "presence_penalty": "Sent only when set (EMPA's protocol: 0.7).",
     },
     Price: {
         "input_per_mtok": "US dollars per million prompt tokens.",

@@ -25,9 +25,9 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value BLO
 def cache_key(
     identity: str, model: str, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: Any
 ) -> str:
-    canonical = orjson.dumps(
-        [identity, model, messages, sampling.model_dump(), seed, response_format], option=orjson.OPT_SORT_KEYS
-    )
+    # exclude_none: penalties left unset keep the keys responses were cached under before they existed.
+    sent = sampling.model_dump(exclude_none=True)
+    canonical = orjson.dumps([identity, model, messages, sent, seed, response_format], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
 
 

@@ -73,6 +73,9 @@ def chat_params(
         "max_tokens": sampling.max_tokens,
         "seed": seed,
     }
+    for penalty in ("frequency_penalty", "presence_penalty"):
+        if getattr(sampling, penalty) is not None:
+            params[penalty] = getattr(sampling, penalty)
     if response_format is not None:
         params["response_format"] = response_format
     return params

@@ -3,15 +3,21 @@
 
 They answer in-process, deterministically from the request's seed, with the lean client's
 interface, so they run through the same episode path as any model and cost no model call.
-Their lines are data (prompts/scripted/NAME.yaml); a call's template version is the content
-hash of that file. A structured request (the persona probe) gets the file's honest
-``no_answer``, which no parser accepts, so it is recorded invalid instead of breaking a run.
+Their lines are data (prompts/scripted/NAME.yaml, and prompts/scripted/zh/NAME.yaml for Chinese
+conversations); a call's template version is the content hash of that file, "zh-" first for
+Chinese. A structured request (the persona probe) gets the file's honest ``no_answer``, which
+no parser accepts, so it is recorded invalid instead of breaking a run.
+
+The client is bound once per role, not per case, so the conversation itself says which lines
+to use: Chinese when the person's first message has Chinese characters (a Chinese case's
+opening always has), English otherwise.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import re
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,6 +34,9 @@ from emobench.records import Sampling
 
 LINES_DIR = library_root() / "prompts" / "scripted"
 ENDPOINT = "in-process"
+LANGUAGES = ("en", "zh")
+# CJK Unified Ideographs and Extension A: what written Chinese is made of.
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 class _Lines(BaseModel):
@@ -51,9 +60,9 @@ class ScriptedLines:
         return f"scripted-{self.name}@{self.version}"
 
 
-@lru_cache(maxsize=8)
-def load_lines(name: str, folder: Path = LINES_DIR) -> ScriptedLines:
-    path = folder / f"{name}.yaml"
+@lru_cache(maxsize=16)
+def load_lines(name: str, folder: Path = LINES_DIR, language: str = "en") -> ScriptedLines:
+    path = folder / f"{name}.yaml" if language == "en" else folder / language / f"{name}.yaml"
     try:
         source = path.read_text(encoding="utf-8")
         data = _Lines.model_validate(yaml.safe_load(source))
@@ -66,8 +75,15 @@ def load_lines(name: str, folder: Path = LINES_DIR) -> ScriptedLines:
         raise InputError(path, ".".join(str(p) for p in err["loc"]), err["msg"]) from None
     if data.mode != "echo" and not data.lines:
         raise InputError(path, "lines", f"mode {data.mode!r} needs at least one line")
-    version = hashlib.sha256(source.encode()).hexdigest()[:10]
+    digest = hashlib.sha256(source.encode()).hexdigest()[:10]
+    version = digest if language == "en" else f"{language}-{digest}"
     return ScriptedLines(name, version, data.mode, tuple(data.lines), data.no_answer)
+
+
+def conversation_language(messages: list[dict[str, str]]) -> str:
+    """"zh" when the person's first message has Chinese characters, else "en"."""
+    first = next((m["content"] for m in messages if m.get("role") == "user"), "")
+    return "zh" if _HAN.search(first) else "en"
 
 
 def scripted_reply(lines: ScriptedLines, messages: list[dict[str, str]], seed: int) -> str:
@@ -88,7 +104,8 @@ class ScriptedClient:
     """A ChatEndpoint that answers from a lines file, in-process, without HTTP."""
 
     def __init__(self, name: str, folder: Path = LINES_DIR) -> None:
-        self.lines = load_lines(name, folder)
+        # Every language's lines are read here, so a broken file stops the run before its first call.
+        self.by_language = {language: load_lines(name, folder, language) for language in LANGUAGES}
         self.name = ENDPOINT
         self.model = f"scripted:{name}"
         self.stats = EndpointStats()
@@ -97,7 +114,8 @@ class ScriptedClient:
         self, messages: list[dict[str, str]], sampling: Sampling, seed: int, response_format: dict[str, Any] | None = None
     ) -> Completion:
         started = time.perf_counter()
-        text = self.lines.no_answer if response_format is not None else scripted_reply(self.lines, messages, seed)
+        lines = self.by_language[conversation_language(messages)]
+        text = lines.no_answer if response_format is not None else scripted_reply(lines, messages, seed)
         self.stats.calls += 1
         return Completion(
             text=text,
@@ -105,7 +123,7 @@ class ScriptedClient:
             prompt_tokens=0,
             completion_tokens=0,
             latency_s=time.perf_counter() - started,
-            template=self.lines.ref,
+            template=lines.ref,
         )
 
     async def aclose(self) -> None:

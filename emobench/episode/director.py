@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Final, get_args
 
+from emobench.episode.guidance import guidance_words
 from emobench.episode.roles import Limits, RoleCaller, derive_seed, load_json_object
 from emobench.prompts import PromptTemplate
 from emobench.records import DirectorAction, ModelCall
@@ -40,15 +41,6 @@ DIRECTOR_FORMAT: dict[str, Any] = {
         },
     },
 }
-
-# What the simulator is told about its guard, by resistance level (0 adds nothing).
-_RESISTANCE_GUIDANCE: Final = {
-    2: "You are on guard: test them hard and share nothing new until they clearly get you.",
-    1: "Test them a little more before you open up.",
-    -1: "You can soften a little.",
-    -2: "You feel safe enough to let your guard down.",
-}
-
 
 def rule_director(case: Case, turn: int, reveal_every: int) -> DirectorAction:
     """Stage k (0-based) becomes sayable after turn (k + 1) * reveal_every.
@@ -152,20 +144,22 @@ def simulator_guidance(case: Case, state: DirectorState, action: DirectorAction)
     revealed = state.revealed_memories if action.action == "reveal_memory" else state.revealed_stages
     if action.action.startswith("reveal_") and action.target is not None and action.target not in revealed:
         raise ValueError("simulator_guidance: pass the state after apply_action")
+    words = guidance_words(case.language)  # in the case's language, like its templates
     parts = []
     if state.revealed_stages:
-        stages = " / ".join(case.scenario.stages[i] for i in state.revealed_stages)
-        parts.append(f"If you feel heard enough, you may now let these parts of your story come out: {stages}")
+        stages = words.separator.join(case.scenario.stages[i] for i in state.revealed_stages)
+        parts.append(words.stages.format(stages=stages))
     if state.revealed_memories:
-        memories = " / ".join(
-            f"({case.scenario.memories[i].period}) {case.scenario.memories[i].text}" for i in state.revealed_memories
+        memories = words.separator.join(
+            words.memory.format(period=words.periods[memory.period], text=memory.text)
+            for memory in (case.scenario.memories[i] for i in state.revealed_memories)
         )
-        parts.append(f"Memories that may come back to you if the moment invites them: {memories}")
+        parts.append(words.memories.format(memories=memories))
     if state.resistance:
-        parts.append(_RESISTANCE_GUIDANCE[state.resistance])
+        parts.append(words.resistance[state.resistance])  # type: ignore[index]
     if action.guidance:
         parts.append(action.guidance)
-    return " ".join(parts)
+    return words.join.join(parts)
 
 
 def parse_director(text: str, finish_reason: str | None, case: Case, state: DirectorState) -> DirectorAction:

@@ -153,6 +153,8 @@ class EpisodePrompts:
     subject_system: PromptTemplate | None = None
     director: PromptTemplate | None = None
     probe: PromptTemplate | None = None  # None: no persona probe
+    # The subject reads the dialogue so far as one user message (subject_system's "user" block).
+    flat_history: bool = False
 
 
 @dataclass(frozen=True)

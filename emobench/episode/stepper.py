@@ -48,12 +48,22 @@ def subject_conversation(prompts: EpisodePrompts, history: list[tuple[str, str]]
     messages = []
     if prompts.subject_system is not None:
         messages.append({"role": "system", "content": prompts.subject_system.block("system")})
+    if prompts.flat_history and history:  # the last call as the subject got it, and its reply
+        *before, (said, reply) = history
+        return [*messages, _flat(prompts, before, said), {"role": "assistant", "content": reply}]
     for said, reply in history:
         messages += [{"role": "user", "content": said}, {"role": "assistant", "content": reply}]
     return messages
 
 
+def _flat(prompts: EpisodePrompts, history: list[tuple[str, str]], message: str) -> dict[str, str]:
+    assert prompts.subject_system is not None  # load_prompts refuses flat history without it
+    return {"role": "user", "content": prompts.subject_system.block("user", history=history, message=message)}
+
+
 def subject_messages(prompts: EpisodePrompts, history: list[tuple[str, str]], message: str) -> list[dict[str, str]]:
+    if prompts.flat_history:
+        return [*subject_conversation(prompts, [])[:1], _flat(prompts, history, message)]
     return [*subject_conversation(prompts, history), {"role": "user", "content": message}]
 
 

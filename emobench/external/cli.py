@@ -43,3 +43,34 @@ def empa(
             markup=False,
             soft_wrap=True,
         )
+
+
+@app.command("empa-place")
+def empa_place(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Finished run directories on the imported EMPA split (one or more).")],
+    reference: Annotated[str, typer.Option(help="The reference model's subject label in the runs.")],
+    published: Annotated[Path, typer.Option(
+        help="EMPA's leaderboard: results/benchmark_runs/epm-bench/analysis_figures/01_tables/epmq_summary.csv of your "
+        "checkout, or a bundle folder of `emobench external empa` (models by EMPA's folder names)."
+    )],
+    published_name: Annotated[
+        str | None, typer.Option(help="The reference's name on that leaderboard (default: its label).")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the placement as JSON here.")] = None,
+) -> None:
+    """Place each model of the runs on EMPA's published leaderboard, shifted by the reference's offset."""
+    with one_line_errors():
+        import json
+
+        from emobench.external.placement import place
+        from emobench.external.placement_table import placement_table
+
+        result = place(run_dirs, reference, published, published_name)
+        if json_out is not None:
+            json_out.write_text(json.dumps(result, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        Console().print(placement_table(result))
+        for row in result["placed"]:
+            within = ", ".join(row["within_interval"]) or "none"
+            Console().print(f"{row['subject']}: published models within its interval: {within}", markup=False, soft_wrap=True)
+        for note in result["notes"]:
+            Console(stderr=True).print(f"note: {note}", markup=False, soft_wrap=True)

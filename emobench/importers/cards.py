@@ -106,7 +106,7 @@ def registry_for(run_dir: Path, root: Path) -> Registry:
     edition = Edition(
         personas={c.persona.id: (path, c.persona) for c in cases},
         scenarios={c.scenario.id: (path, c.scenario) for c in cases},
-        cases={SPLIT: cases},
+        cases={split: [c for c in cases if c.split == split] for split in dict.fromkeys(c.split for c in cases)},
         sources={},
     )
     # The imported cards are a library of their own: one edition, set in the year it is read.

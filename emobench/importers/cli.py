@@ -30,3 +30,25 @@ def empa(
             section = import_empa(results_dir, out, root=ROOT, commit=commit, tick=tick)
         quirks = ", ".join(f"{k} {v}" for k, v in section["quirks"].items())
         Console(stderr=True).print(f"imported {section['episodes']} EMPA episode(s) into {out}: {quirks}", markup=False)
+
+
+@app.command("empa-cases")
+def empa_cases(
+    empa_dir: Annotated[Path, typer.Argument(help="Your EMPA checkout (the folder holding empa/data/official_cases.txt).")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="The local split folder to write; kept outside the package.")] = Path(
+        "empa-zh"
+    ),
+    commit: Annotated[
+        str | None, typer.Option(help="The EMPA commit the cards come from (default: git, if a checkout).")
+    ] = None,
+) -> None:
+    """Turn the official cases of your EMPA checkout into a local zh split for `emobench run --local-split`."""
+    with one_line_errors():
+        from emobench.importers.empa_cases import import_empa_cases
+
+        info = import_empa_cases(empa_dir, out, commit=commit)
+        Console(stderr=True).print(
+            f"imported {len(info['cases'])} EMPA case(s) into {out} as split {info['split']} "
+            f"({info['precomputed_levels']} with precomputed IEDR levels); EMPA's text is CC BY-NC: keep the folder to yourself",
+            markup=False, soft_wrap=True,
+        )

@@ -36,9 +36,9 @@ async def rate_split(binding: str, cases: Sequence[Case], seed: int) -> tuple[li
     from emobench.endpoints.pool import EndpointPool
     from emobench.episode.roles import role_caller
     from emobench.library_paths import library_root
-    from emobench.prompts import load_template
+    from emobench.prompts import cases_language, load_language_template
 
-    template = load_template(library_root() / "judges" / "iedr.j2")
+    template = load_language_template(library_root(), "judges", "iedr.j2", cases_language(cases))
     async with AsyncExitStack() as stack:
         pool = EndpointPool(stack, cache_root() / "logs")
         client, info = await pool.resolve(RoleConfig(binding=binding, sampling=CALIBRATE_SAMPLING))

@@ -18,7 +18,7 @@ from emobench.judging.audit import audit_episode
 from emobench.judging.holistic import judge_holistic
 from emobench.judging.mdep import judge_turn
 from emobench.judging.pairwise import judge_pairs, plan_pairs
-from emobench.prompts import PromptTemplate, load_template
+from emobench.prompts import PromptTemplate, load_language_template
 from emobench.records import Episode, EpisodeJudgement, HolisticVerdict, ModelCall, PairwiseVerdict, TurnJudgement
 from emobench.registry import Case, Registry
 from emobench.rundir import RunDir, append_line, read_records
@@ -39,8 +39,9 @@ class Panel:
         return {"mdep": self.mdep.version, "holistic": self.holistic.version, "pairwise": self.pairwise.version}
 
 
-def bind_panel(config: PanelConfig, judges: tuple[RoleCaller, ...], root: Path) -> Panel:
-    rubric = {name: load_template(root / "judges" / file) for name, file in config.rubrics.items()}
+def bind_panel(config: PanelConfig, judges: tuple[RoleCaller, ...], root: Path, language: str = "en") -> Panel:
+    """The panel with its rubrics in ``language`` (judges/ for English, judges/zh/ for Chinese)."""
+    rubric = {name: load_language_template(root, "judges", file, language) for name, file in config.rubrics.items()}
     return Panel(config, judges, rubric["mdep"], rubric["holistic"], rubric["pairwise"])
 
 

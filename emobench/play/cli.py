@@ -70,6 +70,7 @@ async def serve(
     from emobench.play.server import STATIC, TEMPLATES, make_app
     from emobench.play.session import PlayHub, Quota
     from emobench.play.store import PlayStore, page_version
+    from emobench.prompts import cases_language
     from emobench.registry import load_registry
     from emobench.run.preflight import preflight
     from emobench.run.runner import ROOT, _caller, _check_resume, load_prompts, manifest, select_cases
@@ -89,7 +90,8 @@ async def serve(
               scoring_profile=config.scoring_profile, out_dir=rd.path, root=ROOT, source="config")
     rd.create()
     rd.repair()
-    prompts = load_prompts(ROOT, config)
+    language = cases_language(cases)
+    prompts = load_prompts(ROOT, config, language)
     version = page_version([TEMPLATES, STATIC])
     async with AsyncExitStack() as stack:
         pool = EndpointPool(stack, rd.logs, None, on_fault=rd.log_fault)  # no response cache: people's words stay here
@@ -112,11 +114,12 @@ async def serve(
             "director": world.director.info.model_dump() if world.director else "rule",
             "panel": config.panel.name,
         }
-        info = manifest(config, rd.path.name, registry_version, prompts, roles_info, ROOT)
+        info = manifest(config, rd.path.name, registry_version, prompts, roles_info, ROOT, language)
         info["play"] = {"seat": seat, "page_version": version}
         rd.write_json(rd.manifest, info)
         provenance = Provenance(config.split, registry_version, config.config_hash(), emobench.__version__)
-        store = PlayStore(rd, registry, bind_panel(config.panel, judges, ROOT), config.limits(), version)
+        panel = bind_panel(config.panel, judges, ROOT, config.judges_language(language))
+        store = PlayStore(rd, registry, panel, config.limits(), version)
         for note in repair(store):
             say(f"repaired {note}")
         quota = Quota(config.play.open_per_player, config.play.open_total)

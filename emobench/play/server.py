@@ -12,18 +12,29 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import yaml
 from aiohttp import web
 
 from emobench.play import views
 from emobench.play.guards import MAX_REQUEST, Guard, json_body
 from emobench.play.session import PlayHub
 from emobench.play.store import PlayError
+from emobench.prompts import cases_language
 
 HERE = Path(__file__).parent
 TEMPLATES, STATIC = HERE / "templates", HERE / "static"
-ASSETS = [TEMPLATES / "start.html.j2", TEMPLATES / "player.html.j2", STATIC / "play.js", STATIC / "play.css"]
+UI = TEMPLATES / "ui"  # the page's words per language: ui/en.yaml, ui/zh.yaml
+ASSETS = [TEMPLATES / "start.html.j2", TEMPLATES / "player.html.j2", STATIC / "play.js", STATIC / "play.css",
+          UI / "en.yaml", UI / "zh.yaml"]
 HUB = web.AppKey("hub", PlayHub)
 PAGES = web.AppKey("pages", jinja2.Environment)
+WORDS = web.AppKey("words", dict)
+
+
+def ui_words(language: str) -> dict[str, Any]:
+    """The page's words in a language; the files ship with the package (check_assets)."""
+    words: dict[str, Any] = yaml.safe_load((UI / f"{language}.yaml").read_text(encoding="utf-8"))
+    return words
 
 
 def _text(data: dict[str, Any], name: str) -> str:
@@ -43,7 +54,7 @@ def _meter(data: dict[str, Any]) -> int | None:
 
 
 def _page(request: web.Request, name: str, **context: Any) -> web.Response:
-    html = request.app[PAGES].get_template(name).render(seat=request.app[HUB].seat, **context)
+    html = request.app[PAGES].get_template(name).render(seat=request.app[HUB].seat, ui=request.app[WORDS], **context)
     return web.Response(text=html, content_type="text/html")
 
 
@@ -113,6 +124,7 @@ def _request(request: web.Request) -> str | None:
 def make_app(hub: PlayHub, guard: Guard) -> web.Application:
     app = web.Application(client_max_size=MAX_REQUEST, middlewares=[guard.middleware])
     app[HUB] = hub
+    app[WORDS] = ui_words(cases_language(hub.cases.values()))  # a Chinese run's page speaks Chinese
     app[PAGES] = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
     )

@@ -13,13 +13,20 @@ from typing import Any
 
 import matplotlib as mpl
 import numpy as np
+from matplotlib import font_manager
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from emobench.publish.columns import FAMILY_TITLES
 
+# Chinese labels (a Chinese run's subjects, slices) measured and named with a CJK font where one
+# is installed; the page's browser draws SVG text with its own fallback either way.
+_CJK = [name for name in ("Noto Sans CJK SC", "Source Han Sans SC")
+        if name in {font.name for font in font_manager.fontManager.ttflist}]
+
 _STYLE: dict[Any, Any] = {
     "svg.fonttype": "none",  # keep text as text: smaller, selectable, crisp
+    "font.family": ["DejaVu Sans", *_CJK],
     "font.size": 9,
     "axes.spines.top": False,
     "axes.spines.right": False,

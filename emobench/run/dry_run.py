@@ -32,10 +32,10 @@ from emobench.episode.roles import EpisodePrompts
 from emobench.episode.simulator import simulator_messages
 from emobench.episode.stepper import subject_conversation
 from emobench.judging.mdep import judge_messages
-from emobench.prompts import PromptTemplate, load_template
-from emobench.registry import Case, load_registry
+from emobench.prompts import PromptTemplate, cases_language, load_language_template
+from emobench.registry import Case
 from emobench.run.preflight import preflight
-from emobench.run.runner import _check_resume, in_shard, load_prompts, select_cases
+from emobench.run.runner import _check_resume, in_shard, load_prompts, run_registry, select_cases
 from emobench.rundir import RunDir
 
 CHARS_PER_TOKEN = 4
@@ -150,7 +150,7 @@ def estimate(
     """Run the whole preflight a run runs before its first call (keys, endpoints, templates, the
     tracker), then count the run's calls and tokens at most. A resumed run is checked against
     the run directory, and its finished episodes are not counted."""
-    registry = load_registry(root)
+    registry = run_registry(cfg, root)
     cases = select_cases(registry, cfg)
     done = set()
     if resume is not None:
@@ -158,10 +158,12 @@ def estimate(
         done = resume.done_keys()
     preflight(roles=cfg.bindings(), panel=cfg.panel, scoring_profile=cfg.scoring_profile,
               out_dir=resume.path if resume else out_dir, root=root, source="config", note=note)
+    language = cases_language(cases)
+    judges_language = cfg.judges_language(language)
     templates = _Templates(
-        episode=load_prompts(root, cfg),
-        holistic=load_template(root / "judges" / cfg.panel.rubrics["holistic"]),
-        pairwise=load_template(root / "judges" / cfg.panel.rubrics["pairwise"]),
+        episode=load_prompts(root, cfg, language),
+        holistic=load_language_template(root, "judges", cfg.panel.rubrics["holistic"], judges_language),
+        pairwise=load_language_template(root, "judges", cfg.panel.rubrics["pairwise"], judges_language),
     )
     subjects = [RoleLoad("subject", s) for s in cfg.subjects]
     loads = {"user": RoleLoad("user", cfg.user)}

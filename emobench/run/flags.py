@@ -24,14 +24,22 @@ def flag_overrides(
     max_turns: int | None,
     min_turns: int | None,
     limit: int | None,
+    local_split: Path | None = None,
 ) -> dict[str, Any]:
     data: dict[str, Any] = {}
+    if local_split is not None:  # the folder names its split; a --split beside it must agree
+        from emobench.registry.local import read_split_info
+
+        data["local_split"] = str(local_split.resolve())
+        data["split"] = read_split_info(local_split)["split"]
     if subject:
         data["subjects"] = [{"binding": s} for s in subject]
     if user:
         data["user"] = {"binding": user}
     if judge:
         data["judges"] = [{"binding": j, "label": f"judge-{i}" if len(judge) > 1 else None} for i, j in enumerate(judge)]
+    if split and data.get("split", split) != split:
+        raise InputError("--split", "", f"{split!r}, but --local-split {local_split} holds split {data['split']!r}")
     if split:
         data["split"] = split
     if seeds is not None:
@@ -50,7 +58,7 @@ def flag_overrides(
 # The config field each flag of `run` sets (the key flag_overrides uses -> the validated field).
 FLAGS = {
     "subjects": "--subject", "user": "--user", "judges": "--judge", "split": "--split", "seeds": "--seeds",
-    "max_turns": "--max-turns", "min_turns": "--min-turns", "limit_cases": "--limit",
+    "max_turns": "--max-turns", "min_turns": "--min-turns", "limit_cases": "--limit", "local_split": "--local-split",
 }
 FLAG_FIELDS = {key: "panel.judges" if key == "judges" else key for key in FLAGS}
 
@@ -108,7 +116,8 @@ def load_run_config(
     flags = {FLAG_FIELDS[key]: flag for key, flag in FLAGS.items() if key in overrides}
     said: list[str] = []
     merged = _lower_min_turns(_merge_roles(resolve_panel(base, source, ROOT), overrides), overrides, source, said)
-    if config is not None and "split" not in overrides and merged.get("split", "test") not in SPLITS:
+    local = merged.get("local_split") is not None  # a local folder names its own split
+    if config is not None and "split" not in overrides and not local and merged.get("split", "test") not in SPLITS:
         raise InputError(source, "split", f"unknown split {merged['split']!r} (known: {', '.join(SPLITS)})")
     with against_flags(flags):
         validated = validate_config(merged, source)

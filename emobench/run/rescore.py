@@ -23,6 +23,7 @@ from emobench.errors import InputError
 from emobench.importers.cards import registry_for
 from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
 from emobench.library_paths import library_root
+from emobench.prompts import cases_language
 from emobench.run.preflight import preflight
 from emobench.rundir import RunDir
 
@@ -72,7 +73,8 @@ async def rescore(
         for role in panel_config.judges:
             client, info = await pool.resolve(role)
             judges.append(role_caller("judge", client, info))
-        panel = bind_panel(panel_config, tuple(judges), root)
+        language = cases_language(registry.case(e.case_id) for e in episodes)
+        panel = bind_panel(panel_config, tuple(judges), root, config.judges_language(language))
         out.write_json(
             out.manifest,
             {

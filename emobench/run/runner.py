@@ -29,11 +29,12 @@ from emobench.errors import EndpointError, InputError
 from emobench.judging.mdep import judge_turn
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
 from emobench.library_paths import git_sha, library_root
-from emobench.prompts import load_template
+from emobench.prompts import PromptTemplate, cases_language, load_language_template
 from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict
 from emobench.registry import Case, Registry, load_registry
+from emobench.registry.local import CASES_FILE, local_registry, read_split_info
 from emobench.run.preflight import preflight
-from emobench.rundir import RunDir, read_records
+from emobench.rundir import RunDir, atomic_write_bytes, read_records
 
 ROOT = library_root()
 
@@ -56,15 +57,36 @@ def select_cases(registry: Registry, config: RunConfig) -> list[Case]:
     return cases[: config.limit_cases] if config.limit_cases else cases
 
 
-def load_prompts(root: Path, config: RunConfig) -> EpisodePrompts:
+def load_prompts(root: Path, config: RunConfig, language: str = "en") -> EpisodePrompts:
+    """The templates for cases of ``language``; the judge's in the config's judge language."""
     system = config.subject_system_prompt
-    return EpisodePrompts(
-        simulator=load_template(root / "prompts" / "simulator.j2"),
-        judge=load_template(root / "judges" / config.panel.rubrics["mdep"]),
-        subject_system=load_template(root / "prompts" / f"{system}.j2") if system else None,
-        director=load_template(root / "prompts" / "director.j2") if config.director else None,
-        probe=load_template(root / "prompts" / "probe.j2") if config.probe else None,
+
+    def prompt(name: str) -> PromptTemplate:
+        return load_language_template(root, "prompts", f"{name}.j2", language)
+
+    prompts = EpisodePrompts(
+        simulator=prompt("simulator"),
+        judge=load_language_template(root, "judges", config.panel.rubrics["mdep"], config.judges_language(language)),
+        subject_system=prompt(system) if system else None,
+        director=prompt("director") if config.director else None,
+        probe=prompt("probe") if config.probe else None,
+        flat_history=config.subject_history == "flat",
     )
+    if prompts.flat_history and not (prompts.subject_system and prompts.subject_system.has_block("user")):
+        raise InputError("config", "subject_history", "flat needs a subject_system_prompt template with a "
+                         "'user' block (e.g. companion_flat)")
+    return prompts
+
+
+def run_registry(config: RunConfig, root: Path) -> Registry:
+    """The library's cards, or those of the run's local split (an imported folder)."""
+    if config.local_split is None:
+        return load_registry(root)
+    registry = local_registry(Path(config.local_split), root)
+    if config.split not in registry.splits:
+        raise InputError("config", "split", f"{config.split!r}, but the local split {config.local_split} is "
+                         f"{registry.splits[0]!r}")
+    return registry
 
 
 def prompt_versions(prompts: EpisodePrompts) -> dict[str, str]:
@@ -78,7 +100,8 @@ def prompt_versions(prompts: EpisodePrompts) -> dict[str, str]:
 
 
 def manifest(
-    config: RunConfig, run_id: str, registry_version: str, prompts: EpisodePrompts, roles: dict[str, Any], root: Path
+    config: RunConfig, run_id: str, registry_version: str, prompts: EpisodePrompts, roles: dict[str, Any], root: Path,
+    language: str = "en",
 ) -> dict[str, Any]:
     return {
         "run_id": run_id,
@@ -87,6 +110,9 @@ def manifest(
         "split": config.split,
         "registry_version": registry_version,
         "prompt_versions": prompt_versions(prompts),
+        # Which language's templates played and judged the cases: the judges' may be pinned.
+        "templates_language": {"prompts": language, "judges": config.judges_language(language),
+                               "judge_language": config.judge_language},
         "roles": roles,
         "emobench_version": emobench.__version__,
         "git_sha": git_sha(root),
@@ -211,7 +237,7 @@ async def run_benchmark(
     """Run (or resume) every episode, judging each as it finishes. ``notes`` (what the command
     line changed, a role it kept) are printed under the run's first line, once preflight passed."""
     console = console or Console(stderr=True)
-    registry = load_registry(root)
+    registry = run_registry(config, root)
     cases = select_cases(registry, config)
     registry_version = registry.version(config.split)
     rd = RunDir(run_dir)
@@ -220,7 +246,8 @@ async def run_benchmark(
         roles=config.bindings(), panel=config.panel, scoring_profile=config.scoring_profile,
         out_dir=rd.path, root=root, source="config",
     )
-    prompts = load_prompts(root, config)
+    language = cases_language(cases)
+    prompts = load_prompts(root, config, language)
     if rd.manifest.exists() and not force:  # a new edition changes the prompts: its episodes are not comparable
         recorded = rd.read_manifest().get("prompt_versions")
         if recorded != prompt_versions(prompts):
@@ -259,8 +286,12 @@ async def run_benchmark(
             "director": director.info.model_dump() if director else "rule",
             "panel": config.panel.name,
         }
-        info = manifest(config, rd.path.name, registry_version, prompts, roles_info, root)
+        info = manifest(config, rd.path.name, registry_version, prompts, roles_info, root, language)
         info["shard"] = list(shard) if shard else None
+        if config.local_split is not None:  # the cards travel with the run, for rescoring and reports
+            local = Path(config.local_split)
+            info["local_split"] = {k: v for k, v in read_split_info(local).items() if k in ("split", "language", "source")}
+            atomic_write_bytes(rd.path / CASES_FILE, (local / CASES_FILE).read_bytes())
         rd.write_json(rd.manifest, info)
 
         jobs = [
@@ -271,7 +302,7 @@ async def run_benchmark(
             if f"{subject.info.label}|{case.id}|{seed}" not in done and in_shard(case.id, seed, shard)
         ]
         gate = asyncio.Semaphore(config.concurrency)
-        panel = bind_panel(config.panel, judges, root)
+        panel = bind_panel(config.panel, judges, root, config.judges_language(language))
 
         async def one(subject: RoleCaller, case: Case, seed: int) -> int:
             async with gate:

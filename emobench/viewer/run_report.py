@@ -18,6 +18,7 @@ from markupsafe import Markup
 
 from emobench.publish.columns import atomic_write, page_environment, short_version
 from emobench.publish.plots import subject_colors
+from emobench.registry.loader import split_language
 from emobench.viewer.episodes import EpisodeRow, EpisodeView, RunView, flag_summary
 from emobench.viewer.run_plots import summary_plot
 
@@ -96,6 +97,7 @@ def render_run_report(run: RunView) -> str:
     colors = subject_colors(run.subjects)
     report = run.report or {}
     manifest = run.manifest
+    language = split_language(str(manifest.get("split") or ""))  # a split is one language: test-zh is Chinese
     return _env.get_template("run_report.html.j2").render(
         run=run,
         rows=rows,
@@ -103,7 +105,8 @@ def render_run_report(run: RunView) -> str:
         colors=colors,
         stops=sorted({r.stop_reason for r in rows}),
         plot=Markup(summary_plot(episodes, colors)) if episodes else None,
-        data=script_json({"episodes": episodes, "colors": colors}),
+        data=script_json({"episodes": episodes, "colors": colors, "lang": language}),
+        language=language,
         reliability=report.get("reliability") or {},
         invalid=report.get("invalid_judgements") or {},
         rejected=(report.get("invalid_outputs") or {}).get("rejected_calls") or {},
@@ -111,7 +114,7 @@ def render_run_report(run: RunView) -> str:
         faults=report.get("faults") or {},
         stop_counts=report.get("stop_reasons") or {},
         provenance={
-            "run": run.run_id, "panel": run.panel or "the run's own", "split": manifest.get("split"),
+            "run": run.run_id, "panel": run.panel or "the run's own", "split": manifest.get("split"), "language": language,
             "created": manifest.get("created_at"), "config hash": manifest.get("config_hash"),
             "registry": manifest.get("registry_version"), "emobench": manifest.get("emobench_version"),
             "git": manifest.get("git_sha"), "scoring profile": (manifest.get("config") or {}).get("scoring_profile", "emobench"),

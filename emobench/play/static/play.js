@@ -3,6 +3,8 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
+// The page's words in its language (ui/<language>.yaml, "script"), handed over by the server.
+const T = JSON.parse(document.body.dataset.ui);
 
 function el(tag, text, cls) {
   const node = document.createElement(tag);
@@ -25,7 +27,7 @@ async function api(method, path, body, key) {
   if (body !== undefined) options.body = JSON.stringify(body);
   const response = await fetch(path, options);
   let data = {};
-  try { data = await response.json(); } catch (e) { data = { error: "the server sent no answer" }; }
+  try { data = await response.json(); } catch (e) { data = { error: T.no_answer }; }
   if (!response.ok) throw new Error(data.error || response.statusText);
   return data;
 }
@@ -62,22 +64,21 @@ async function loadPlayer() {
   const data = await api("GET", base);
   $("handle").textContent = data.handle;
   fill($("case"), data.cases, (c) => c.id + " — " + c.persona + ": " + c.topic);
-  if ($("subject")) fill($("subject"), data.subjects, (s) => "model " + s);
+  if ($("subject")) fill($("subject"), data.subjects, (s) => T.model + " " + s);
   const body = $("episodes").tBodies[0];
   body.replaceChildren();
   for (const ep of data.episodes) {
     const row = document.createElement("tr");
     row.dataset.id = ep.id;
-    for (const text of [ep.case, ep.subject, ep.started.replace("T", " ").slice(0, 16), ep.finished ? "finished" : "in progress"]) {
+    for (const text of [ep.case, ep.subject, ep.started.replace("T", " ").slice(0, 16), ep.finished ? T.finished : T.in_progress]) {
       row.appendChild(el("td", text));
     }
     const cell = el("td");
-    const open = el("button", ep.finished ? "See" : "Resume", "open");
+    const open = el("button", ep.finished ? T.see : T.resume, "open");
     open.addEventListener("click", () => openEpisode(ep.id));
-    const del = el("button", "Delete", "quiet delete");
+    const del = el("button", T.delete, "quiet delete");
     del.addEventListener("click", async () => {
-      if (!window.confirm("Delete this episode and everything recorded of it in this study's run folder? " +
-        "Copies someone already made outside it (a saved report) are out of reach.")) return;
+      if (!window.confirm(T.confirm_delete)) return;
       try {
         const done = await api("DELETE", base + "/episodes/" + ep.id);
         if (done.player_forgotten) { forgotten(); return; }
@@ -91,7 +92,7 @@ async function loadPlayer() {
 }
 
 function forgotten() {
-  $("pick").replaceChildren(el("p", "Your last episode is deleted, and so is your handle: this link no longer works."));
+  $("pick").replaceChildren(el("p", T.forgotten));
 }
 
 function render(view) {
@@ -102,7 +103,7 @@ function render(view) {
   if (seat === "user") {
     $("card").textContent = view.card;
     $("meter-now").textContent = view.meter;
-    $("guidance").textContent = view.guidance || "none this turn";
+    $("guidance").textContent = view.guidance || T.no_guidance;
     if (view.your_turn) { $("meter").value = view.meter; $("meter-value").textContent = view.meter; }
   }
   const list = $("conversation");
@@ -110,7 +111,7 @@ function render(view) {
   for (const m of view.messages) {
     const mine = (m.who === "user") === (seat === "user");
     const item = el("li", null, mine ? "mine" : "theirs");
-    item.appendChild(el("span", mine ? "You" : (seat === "user" ? "Model " + view.subject : "They"), "who"));
+    item.appendChild(el("span", mine ? T.you : (seat === "user" ? T.model_named + view.subject : T.they), "who"));
     item.appendChild(el("p", m.text));
     list.appendChild(item);
   }
@@ -123,8 +124,8 @@ function render(view) {
 }
 
 function renderResult(result) {
-  $("summary").textContent = "Ended: " + result.stop_reason.replace(/_/g, " ") +
-    (result.status ? " · EPM status: " + result.status : "") + " · final meter " + result.final_meter;
+  $("summary").textContent = T.ended + result.stop_reason.replace(/_/g, " ") +
+    (result.status ? T.epm_status + result.status : "") + T.final_meter + result.final_meter;
   const body = $("verdicts").tBodies[0];
   body.replaceChildren();
   for (const t of result.turns) {
@@ -135,7 +136,7 @@ function renderResult(result) {
     body.appendChild(row);
   }
   const dims = Object.entries(result.holistic).map(([k, v]) => k.replace(/_/g, " ") + " " + v + "/10");
-  $("holistic").textContent = dims.length ? "Whole conversation: " + dims.join(" · ") : "";
+  $("holistic").textContent = dims.length ? T.whole_conversation + dims.join(" · ") : "";
 }
 
 async function busy(step) {
@@ -182,7 +183,7 @@ function playerPage() {
     const body = move();
     if (seat !== "user" && body.message.trim()) {
       // An unsent reply is never dropped silently: keep it to send, or end without it on purpose.
-      if (!window.confirm("Your reply is not sent. End the conversation without it? (Cancel keeps it to send.)")) return;
+      if (!window.confirm(T.confirm_end)) return;
       body.message = "";
     }
     const key = actionKey();
