@@ -106,7 +106,7 @@ def test_every_slice_the_gate_help_lists_is_one_the_gate_reads() -> None:
     from emobench.gate.cli import SLICE_FORMS
 
     cases = pa.table({"category": ["life"], "dominant_axis": ["C"], "difficulty": ["hard"], "threshold": ["high"],
-                      "valence": ["mixed"]})
+                      "valence": ["mixed"], "language": ["en"]})
     specs = []
     for form in SLICE_FORMS.split("; "):
         family, _, levels = form.partition("=")

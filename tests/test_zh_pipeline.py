@@ -16,12 +16,14 @@ import duckdb
 import pandas as pd
 import pyarrow.compute as pc
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from emobench.cli import app
 from emobench.config import load_config_data, validate_config
 from emobench.publish.leaderboard import build_leaderboard
 from emobench.publish.provenance import read_metadata
+from emobench.publish.show import render_table
 from emobench.registry import load_registry
 from emobench.run.finalize import finalize_run
 from emobench.run.runner import ROOT, run_benchmark
@@ -103,6 +105,10 @@ def test_the_leaderboard_keeps_languages_apart_by_name(runs: tuple[RunDir, RunDi
     meta = read_metadata(table.schema)
     assert meta["languages"] == {zh.path.name: "zh", en.path.name: "en"} and meta["trackers"] == ABSENT
     assert pc.sum(pc.equal(table.column("slice_family"), "language")).as_py() == 2
+    console = Console(width=240, record=True)
+    render_table(table, console, "language")
+    shown = " ".join(console.export_text().split())
+    assert "Languages pooled: en, zh" in shown and ABSENT in shown
 
 
 def test_the_gate_refuses_a_baseline_of_another_language(runs: tuple[RunDir, RunDir]) -> None:

@@ -88,3 +88,28 @@ def test_list_and_validate_show_the_chinese_splits() -> None:
     checked = runner.invoke(app, ["validate", str(ZH)])
     assert checked.exit_code == 0, checked.output
     assert "test-zh: 1 cases" in checked.output
+    for card, kind in ((WANG, "persona wang-jianguo"), (QINGMING, "scenario qingming-first-year")):
+        one = runner.invoke(app, ["validate", str(ZH / card)])
+        assert one.exit_code == 0 and one.output.startswith(f"ok: {kind} ("), one.output
+
+
+def test_a_chinese_field_over_the_limit_is_refused(zh: Path) -> None:
+    # 4,001 characters are 12,003 bytes in UTF-8: the limit counts characters, as in English
+    replace(WANG, "background: >-", "background: " + "很" * 4001 + "\nold_background: >-")(zh)
+    line = one_validate_error(zh, WANG, "background")
+    assert "4001 characters" in line or "4,001 characters" in line, line
+
+
+def test_a_chinese_card_with_an_alias_is_refused(zh: Path) -> None:
+    replace(QINGMING, "topic: 老伴李秀英", "topic: &t 老伴李秀英")(zh)
+    replace(QINGMING, "opening: 今天清明。去过了。", "opening: *t")(zh)
+    result = runner.invoke(app, ["validate", str(zh)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "anchor &t is not allowed" in result.stderr and "qingming-first-year.yaml" in result.stderr
+
+
+def test_list_filters_by_language() -> None:
+    chinese = runner.invoke(app, ["list", "--root", str(ZH), "--language", "zh"])
+    assert chinese.exit_code == 0 and "4 cases" in chinese.output and "testzh-01" in chinese.output
+    english = runner.invoke(app, ["list", "--root", str(ZH), "--language", "en"])
+    assert english.exit_code == 0 and "0 cases" in english.output

@@ -15,8 +15,8 @@ FAMILY_TITLES = {
     "mechanism_stress": "Mechanism stress test",
     "persona_resilience": "Persona resilience",
     "category": "Category",
-    "valence": "Valence of the situation",
     "language": "Language",
+    "valence": "Valence of the situation",
 }
 FAMILIES = tuple(FAMILY_TITLES)
 # Case levels on the harder side of the two two-way slice families (docs/method.md §5.7).

@@ -64,6 +64,8 @@ def render_html(
             "columns": [c for c in DISPLAY_COLUMNS if fam == "overall" or c[0] != "bt_rating"],
         }
         for fam in FAMILIES
+        # one language is no slice: the family shows once a board pools languages
+        if fam != "language" or len({r["slice"] for r in rows if r["slice_family"] == fam}) > 1
     ]
     radars = [
         Markup(plots.radar(f["rows"], f["name"], colors))

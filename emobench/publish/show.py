@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -119,6 +120,11 @@ def render_table(table: pa.Table, console: Console, slice_family: str = "overall
         caption += f" Registry {short_version(meta['registry_version'])}."
     if meta.get("forced"):
         caption += " [bold red]Forced merge: runs not strictly comparable.[/]"
+    languages = sorted({str(v) for v in (meta.get("languages") or {}).values()})
+    if len(languages) > 1:
+        caption += f" Languages pooled: {', '.join(languages)} (family 'language' keeps them apart)."
+    if meta.get("trackers") not in (None, "run"):
+        caption += f" {escape(str(meta['trackers']))}."
     out = Table(title=f"emobench leaderboard: {FAMILY_TITLES[slice_family]}", caption=caption,
                 caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     cols, dropped = _columns(rows, table.column_names, slice_family, console.width)

@@ -77,12 +77,14 @@ def list_cases(
     archived: Annotated[
         bool, typer.Option("--archived", help="Also list archived editions' cases (splits named like test-v1).")
     ] = False,
+    language: Annotated[Language | None, typer.Option(help="Only cases in this language (en, zh).")] = None,
     root: RootOpt = DEFAULT_ROOT,
 ) -> None:
     """List the current edition's cases as a table, optionally filtered."""
     reg = load_registry(root)
     # A split named on the command line is listed even when archived: it was asked for.
     pool = reg.cases(split) if split else reg.all_cases() if archived else reg.edition_cases()
+    pool = [case for case in pool if language is None or case.language == language]
     cases = filter_cases(pool, category=category, difficulty=difficulty,
                          dominant_axis=axis, threshold=threshold, valence=valence)
     archived_note = f" and archived {', '.join(reg.archived_splits)}" if archived and not split else ""

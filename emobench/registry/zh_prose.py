@@ -184,9 +184,10 @@ def _durations(reg: Registry, people: list[Person], field: Field) -> Iterator[In
         ref = _reference(person, people)
         found = _first("duration_templates", field.text, ref=ref, num=NUM)
         said = _first("recent_templates", field.text, ref=ref)
-        if found is None and said is None:
+        match = found or said
+        if match is None:
             continue
-        shown = (found or said).group(0)  # type: ignore[union-attr]
+        shown = match.group(0)
         if person.died is None:
             yield InputError(field.file, field.field, f"{shown!r}: give {person.name}'s year of death "
                              f"({person.where}.died) so the duration can be checked")
@@ -243,5 +244,5 @@ def _generations(reg: Registry, persona: Persona) -> Iterator[InputError]:
                              f"parent is at least {MIN_PARENT_AGE}")
         if group in PARENTS and rel.born > born - MIN_PARENT_AGE:
             yield InputError(file, f"facts.relatives[{i}].born", f"{rel.name} ({rel.relation}) born "
-                             f"{rel.born}, when {persona.name} (born {born}) was... a parent is at "
-                             f"least {MIN_PARENT_AGE} years older")
+                             f"{rel.born}, {born - rel.born} years before {persona.name} (born {born}): "
+                             f"a parent is at least {MIN_PARENT_AGE} years older")
