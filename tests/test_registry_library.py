@@ -222,6 +222,26 @@ def test_cli_validate_and_stats(reg: Registry) -> None:
     assert dev.exit_code == 0 and "all targets met" in dev.stdout
 
 
+
+def test_the_chinese_library_meets_the_english_targets(reg: Registry) -> None:
+    test, dev, demo = reg.cases("test-zh"), reg.cases("dev-zh"), reg.cases("demo-zh")
+    assert (len(test), len(dev), len(demo)) == (30, 40, 2)
+    assert {c.language for c in test + dev + demo} == {"zh"}
+    got = counts(test)
+    assert got["axis"] == {"C": 10, "A": 10, "P": 10}
+    assert got["difficulty"] == {"easy": 4, "medium": 10, "hard": 11, "very_hard": 5}
+    # held out: no test-zh persona or scenario is played in dev-zh or demo-zh
+    for side in (dev, demo):
+        assert not {c.persona.id for c in test} & {c.persona.id for c in side}
+        assert not {c.scenario.id for c in test} & {c.scenario.id for c in side}
+    # demo-zh replays dev-zh cases outside counterfactual sets
+    replayed = {(c.scenario.id, c.persona.id, c.iedr) for c in dev}
+    assert all((c.scenario.id, c.persona.id, c.iedr) in replayed for c in demo)
+    assert not {c.scenario.id for c in demo} & set(reg.counterfactual_sets())
+    for split in ("test-zh", "dev-zh"):
+        stats = runner.invoke(app, ["stats", "--split", split, "--root", str(ROOT)], env={"COLUMNS": "160"})
+        assert stats.exit_code == 0 and "all targets met" in stats.stdout and "✗" not in stats.stdout
+
 def test_cli_list_and_show() -> None:
     # on the archived second edition, whose cards cannot move; show renders its scenario's need
     listed = runner.invoke(app, ["list", "--split", "test-v2", "--axis", "P", "--difficulty", "hard",
