@@ -70,7 +70,7 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "reveal_every": "The rule director reveals the next hidden stage every N turns (0: never).",
         "concurrency": "Episodes in flight at once.",
         "scoring_profile": "How EPM-Q is scored: `emobench` or `empa` (docs/method.md §5.8).",
-        "judge_language": "The judges' instruction language: `case` (the case's), or pinned to `en` or `zh`.",
+        "judge_language": "The judges' instruction language: `case` (the case's), or `en` / `zh` pinned (docs/method.md §4).",
         "play": "`emobench play`'s limits and allowed origins, a [play](#play) section (docs/play.md); "
                 "not part of the config hash.",
     },

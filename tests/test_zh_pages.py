@@ -173,3 +173,22 @@ def test_the_leaderboard_draws_a_chinese_label(zh_run: Path, tmp_path: Path, bro
     assert _drawn(page, "#zh-label", "千问") != _drawn(page, "#zh-label", TOFU[:2])
     assert _drawn(page, "#zh-label", "千问") != _drawn(page, "#zh-label", "问千")
     page.screenshot(Path("/tmp/emobench-zh-leaderboard.png"))
+
+
+def test_the_glyph_check_fails_on_boxes(tmp_path: Path, chromium: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The check above can fail: in a Chromium that sees only DejaVu (no CJK), Chinese is boxes."""
+    latin = Path("/usr/share/fonts/truetype/dejavu")
+    if not latin.is_dir():
+        pytest.skip("no DejaVu fonts to build a font set without CJK from")
+    conf = tmp_path / "fonts.conf"
+    conf.write_text(f'<?xml version="1.0"?><fontconfig><dir>{latin}</dir><cachedir>{tmp_path / "fc"}</cachedir>'
+                    "</fontconfig>")
+    monkeypatch.setenv("FONTCONFIG_FILE", str(conf))
+    page_file = tmp_path / "zh.html"
+    page_file.write_text('<html lang="zh"><body><p id="t">今年过年回不去了，刚跟我妈视频完，她说没关系</p></body></html>',
+                         encoding="utf-8")
+    with Browser(chromium, tmp_path / "profile") as b:
+        page = b.new_page()
+        page.goto(page_file.as_uri())
+        with pytest.raises(AssertionError):
+            assert_real_glyphs(page, "#t")

@@ -204,3 +204,15 @@ def test_a_chinese_run_plays_and_judges_in_the_language_it_is_given(zh_root: Pat
         judge = episode.templates["judge"]
         assert judge.startswith("mdep@") and judge.startswith("mdep@zh-") is judges_zh
         assert {c.template.split("@")[1].startswith("zh-") for c in episode.calls if c.role == "user"} == {True}
+
+
+def test_a_rubric_without_a_chinese_version_stops_a_chinese_run_before_it_writes(zh_root: Path, tmp_path: Path) -> None:
+    (zh_root / "judges" / "strict-mdep.j2").write_text((zh_root / "judges" / "mdep.j2").read_text())
+    with FakeOpenAIServer(FakeState(responder=zh_responder)) as server:
+        config = _config(tmp_path / "run.yaml", server.base_url)
+        panel = config.panel.model_copy(update={"rubrics": {**config.panel.rubrics, "holistic": "strict-mdep.j2"}})
+        with pytest.raises(InputError, match=r"judges/zh/strict-mdep.j2: template: cannot read"):
+            asyncio.run(run_benchmark(config.model_copy(update={"panel": panel}), tmp_path / "run", root=zh_root,
+                                      show_progress=False))
+        assert not server.state.requests  # no model call was made
+    assert not (tmp_path / "run").exists()

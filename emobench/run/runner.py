@@ -248,6 +248,8 @@ async def run_benchmark(
     )
     language = cases_language(cases)
     prompts = load_prompts(root, config, language)
+    for rubric in config.panel.rubrics.values():  # in the judges' language, before anything is written
+        load_language_template(root, "judges", rubric, config.judges_language(language))
     if rd.manifest.exists() and not force:  # a new edition changes the prompts: its episodes are not comparable
         recorded = rd.read_manifest().get("prompt_versions")
         if recorded != prompt_versions(prompts):
