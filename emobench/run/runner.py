@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import emobench
 from emobench.config import RoleConfig, RunConfig
 from emobench.endpoints.cache import ResponseCache
+from emobench.endpoints.client import ChatEndpoint
 from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, RoleCaller
@@ -162,6 +164,45 @@ def long_lived_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
+@dataclass(frozen=True)
+class BoundRoles:
+    """Every role of a run bound to its endpoint; the local runner and each Ray worker build one."""
+
+    user: RoleCaller
+    judges: tuple[RoleCaller, ...]
+    subjects: list[RoleCaller]
+    director: RoleCaller | None
+
+    def episode_roles(self, subject: RoleCaller) -> EpisodeRoles:
+        return EpisodeRoles(subject=subject, user=self.user, judges=self.judges, judge_turn=judge_turn, director=self.director)
+
+    def info(self, config: RunConfig) -> dict[str, Any]:
+        return {
+            "subjects": [s.info.model_dump() for s in self.subjects],
+            "user": self.user.info.model_dump(),
+            "judges": [j.info.model_dump() for j in self.judges],
+            "director": self.director.info.model_dump() if self.director else "rule",
+            "panel": config.panel.name,
+        }
+
+
+async def bind_roles(
+    pool: EndpointPool, config: RunConfig, wrap: Callable[[str, RoleConfig, ChatEndpoint], ChatEndpoint] | None = None
+) -> BoundRoles:
+    """Resolve every role; ``wrap`` (given the role's place in the config) may wrap its endpoint."""
+
+    async def bind(role: str, place: str, rc: RoleConfig) -> RoleCaller:
+        client, info = await pool.resolve(rc)
+        return _caller(role, wrap(place, rc, client) if wrap else client, info)
+
+    return BoundRoles(
+        user=await bind("user", "user", config.user),
+        judges=tuple([await bind("judge", f"panel.judges[{i}]", j) for i, j in enumerate(config.judges)]),
+        subjects=[await bind("subject", f"subjects[{i}]", s) for i, s in enumerate(config.subjects)],
+        director=await bind("director", "director", config.director) if config.director else None,
+    )
+
+
 def in_shard(case_id: str, seed: int, shard: tuple[int, int] | None) -> bool:
     """Stable assignment of (case, seed) to shard i of n, the same on every machine."""
     if shard is None:
@@ -207,9 +248,11 @@ async def run_benchmark(
     cache: ResponseCache | None = None,
     shard: tuple[int, int] | None = None,
     notes: Sequence[str] = (),
+    ray: str | None = None,
 ) -> RunResult:
     """Run (or resume) every episode, judging each as it finishes. ``notes`` (what the command
-    line changed, a role it kept) are printed under the run's first line, once preflight passed."""
+    line changed, a role it kept) are printed under the run's first line, once preflight passed.
+    ``ray`` ("local", "auto" or an address) plays the episodes on a Ray cluster's workers."""
     console = console or Console(stderr=True)
     registry = load_registry(root)
     cases = select_cases(registry, config)
@@ -220,6 +263,10 @@ async def run_benchmark(
         roles=config.bindings(), panel=config.panel, scoring_profile=config.scoring_profile,
         out_dir=rd.path, root=root, source="config",
     )
+    if ray is not None:  # imported only with --ray: emobench runs without Ray installed
+        from emobench.run.ray_executor import check
+
+        check(config)
     prompts = load_prompts(root, config)
     if rd.manifest.exists() and not force:  # a new edition changes the prompts: its episodes are not comparable
         recorded = rd.read_manifest().get("prompt_versions")
@@ -243,24 +290,16 @@ async def run_benchmark(
 
     async with AsyncExitStack() as stack:
         pool = EndpointPool(stack, rd.logs, cache, on_fault=rd.log_fault)
-
-        async def bind(role: str, rc: RoleConfig) -> RoleCaller:
-            client, info = await pool.resolve(rc)
-            return _caller(role, client, info)
-
-        user = await bind("user", config.user)
-        judges = tuple([await bind("judge", j) for j in config.judges])
-        subjects = [await bind("subject", s) for s in config.subjects]
-        director = await bind("director", config.director) if config.director else None
-        roles_info = {
-            "subjects": [s.info.model_dump() for s in subjects],
-            "user": user.info.model_dump(),
-            "judges": [j.info.model_dump() for j in judges],
-            "director": director.info.model_dump() if director else "rule",
-            "panel": config.panel.name,
-        }
-        info = manifest(config, rd.path.name, registry_version, prompts, roles_info, root)
+        bound = await bind_roles(pool, config)
+        judges, subjects = bound.judges, bound.subjects
+        info = manifest(config, rd.path.name, registry_version, prompts, bound.info(config), root)
         info["shard"] = list(shard) if shard else None
+        cluster = None
+        if ray is not None:
+            from emobench.run.ray_executor import ray_cluster
+
+            cluster = await stack.enter_async_context(ray_cluster(ray, config, root, cache, provenance))
+            info["ray"] = cluster.provenance()
         rd.write_json(rd.manifest, info)
 
         jobs = [
@@ -273,16 +312,23 @@ async def run_benchmark(
         gate = asyncio.Semaphore(config.concurrency)
         panel = bind_panel(config.panel, judges, root)
 
-        async def one(subject: RoleCaller, case: Case, seed: int) -> int:
-            async with gate:
-                roles = EpisodeRoles(subject=subject, user=user, judges=judges, judge_turn=judge_turn, director=director)
-                episode = await run_episode(case, roles, prompts, seed, limits, provenance)
+        async def keep(write_out: Callable[[], None]) -> None:
             # Written off the event loop (the fsync would stall every episode) and not kept after;
             # shielded, so a run cancelled by another episode's failure still writes this one.
-            write = asyncio.ensure_future(asyncio.to_thread(rd.append_episode, episode))
+            write = asyncio.ensure_future(asyncio.to_thread(write_out))
             writes.add(write)
             write.add_done_callback(writes.discard)
             await asyncio.shield(write)
+
+        async def one(subject: RoleCaller, case: Case, seed: int) -> int:
+            if cluster is not None:  # a worker played and judged it; this process alone writes
+                async with gate:
+                    played = await cluster.play(subjects.index(subject), case.id, seed)
+                await keep(partial(played.write, rd))
+                return played.turns
+            async with gate:
+                episode = await run_episode(case, bound.episode_roles(subject), prompts, seed, limits, provenance)
+            await keep(partial(rd.append_episode, episode))
             await judge_finished(rd, episode, case, panel, limits)
             return len(episode.turns)
 
@@ -301,8 +347,9 @@ async def run_benchmark(
                             bar,
                             advance=1,
                             turns=turns,
-                            calls=sum(c.stats.calls for c in pool.clients()),
-                            retries=sum(sum(c.stats.faults.values()) for c in pool.clients()),
+                            calls=sum(c.stats.calls for c in pool.clients()) + (cluster.calls if cluster else 0),
+                            retries=sum(sum(c.stats.faults.values()) for c in pool.clients())
+                            + (cluster.faults if cluster else 0),
                         )
                 finally:
                     for task in tasks:
