@@ -28,14 +28,17 @@ class EndpointBudget:
         self.caps = dict(caps)
         self.free = dict(caps)
         self.held: dict[int, Counter[str]] = {}
+        self.round_trips = 0
 
     def lease(self, role: str, want: int, holder: int) -> int:
+        self.round_trips += 1
         granted = min(want, self.free[role])
         self.free[role] -= granted
         self.held.setdefault(holder, Counter())[role] += granted
         return granted
 
     def give_back(self, role: str, count: int, holder: int) -> None:
+        self.round_trips += 1
         count = min(count, self.held.get(holder, Counter())[role])
         self.held[holder][role] -= count
         self.free[role] += count
@@ -47,8 +50,8 @@ class EndpointBudget:
             self.free[role] += count
         return sum(lost.values())
 
-    def state(self) -> dict[str, dict[str, int]]:
-        return {"caps": self.caps, "free": self.free}
+    def state(self) -> dict[str, Any]:
+        return {"caps": self.caps, "free": self.free, "round_trips": self.round_trips}
 
 
 def batch_size(cap: int, workers: int) -> int:
