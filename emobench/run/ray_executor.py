@@ -42,8 +42,8 @@ from emobench.episode.roles import EpisodePrompts, Limits, Provenance
 from emobench.errors import EmobenchError, EndpointError, InputError
 from emobench.judging.stage import Panel, bind_panel, judge_episode
 from emobench.registry import Registry, load_registry
+from emobench.run.binding import BoundRoles, bind_roles, load_prompts
 from emobench.run.ray_budget import BudgetedEndpoint, EndpointBudget, LeasedGate, batch_size
-from emobench.run.runner import BoundRoles, bind_roles, load_prompts
 from emobench.rundir import RunDir, append_line
 
 LOCAL = "local"  # `--ray` with no address: start a Ray on this machine for the run

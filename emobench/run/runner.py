@@ -20,20 +20,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import emobench
-from emobench.config import RoleConfig, RunConfig
+from emobench.config import RunConfig
 from emobench.endpoints.cache import ResponseCache
-from emobench.endpoints.client import ChatEndpoint
 from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
-from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, RoleCaller
-from emobench.episode.roles import role_caller as _caller  # the name the commands import
+from emobench.episode.roles import EpisodePrompts, Limits, Provenance, RoleCaller
+from emobench.episode.roles import role_caller as _caller  # noqa: F401  (the name the commands import)
 from emobench.errors import EndpointError, InputError
-from emobench.judging.mdep import judge_turn
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
 from emobench.library_paths import git_sha, library_root
-from emobench.prompts import load_template
 from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict
 from emobench.registry import Case, Registry, load_registry
+from emobench.run.binding import bind_roles, load_prompts
 from emobench.run.preflight import preflight
 from emobench.rundir import RunDir, read_records
 
@@ -56,17 +54,6 @@ def select_cases(registry: Registry, config: RunConfig) -> list[Case]:
             raise InputError("config", "cases", f"not in split {config.split!r}: {', '.join(missing)}")
         cases = [c for c in cases if c.id in set(config.cases)]
     return cases[: config.limit_cases] if config.limit_cases else cases
-
-
-def load_prompts(root: Path, config: RunConfig) -> EpisodePrompts:
-    system = config.subject_system_prompt
-    return EpisodePrompts(
-        simulator=load_template(root / "prompts" / "simulator.j2"),
-        judge=load_template(root / "judges" / config.panel.rubrics["mdep"]),
-        subject_system=load_template(root / "prompts" / f"{system}.j2") if system else None,
-        director=load_template(root / "prompts" / "director.j2") if config.director else None,
-        probe=load_template(root / "prompts" / "probe.j2") if config.probe else None,
-    )
 
 
 def prompt_versions(prompts: EpisodePrompts) -> dict[str, str]:
@@ -162,45 +149,6 @@ def long_lived_heap() -> Iterator[None]:
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()
-
-
-@dataclass(frozen=True)
-class BoundRoles:
-    """Every role of a run bound to its endpoint; the local runner and each Ray worker build one."""
-
-    user: RoleCaller
-    judges: tuple[RoleCaller, ...]
-    subjects: list[RoleCaller]
-    director: RoleCaller | None
-
-    def episode_roles(self, subject: RoleCaller) -> EpisodeRoles:
-        return EpisodeRoles(subject=subject, user=self.user, judges=self.judges, judge_turn=judge_turn, director=self.director)
-
-    def info(self, config: RunConfig) -> dict[str, Any]:
-        return {
-            "subjects": [s.info.model_dump() for s in self.subjects],
-            "user": self.user.info.model_dump(),
-            "judges": [j.info.model_dump() for j in self.judges],
-            "director": self.director.info.model_dump() if self.director else "rule",
-            "panel": config.panel.name,
-        }
-
-
-async def bind_roles(
-    pool: EndpointPool, config: RunConfig, wrap: Callable[[str, RoleConfig, ChatEndpoint], ChatEndpoint] | None = None
-) -> BoundRoles:
-    """Resolve every role; ``wrap`` (given the role's place in the config) may wrap its endpoint."""
-
-    async def bind(role: str, place: str, rc: RoleConfig) -> RoleCaller:
-        client, info = await pool.resolve(rc)
-        return _caller(role, wrap(place, rc, client) if wrap else client, info)
-
-    return BoundRoles(
-        user=await bind("user", "user", config.user),
-        judges=tuple([await bind("judge", f"panel.judges[{i}]", j) for i, j in enumerate(config.judges)]),
-        subjects=[await bind("subject", f"subjects[{i}]", s) for i, s in enumerate(config.subjects)],
-        director=await bind("director", "director", config.director) if config.director else None,
-    )
 
 
 def in_shard(case_id: str, seed: int, shard: tuple[int, int] | None) -> bool:
