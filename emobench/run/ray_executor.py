@@ -23,6 +23,7 @@ import gc
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -261,9 +262,14 @@ async def ray_cluster(
         cluster = RayCluster(ray, address, list(workers), [])
         try:  # bind every worker's roles now: a missing key on some node is refused before any episode
             cluster.where = await asyncio.gather(*(w.where.remote() for w in workers))
-        except Exception as exc:
-            cause = getattr(exc, "cause", None)
-            raise cause if isinstance(cause, EmobenchError) else exc from None
+        except ray.exceptions.RayTaskError as exc:
+            raise exc.cause if isinstance(exc.cause, EmobenchError) else exc from None
+        except ray.exceptions.RayActorError as exc:  # its process could not start: Ray's report is pages long
+            errors = [line.strip() for line in str(exc).splitlines() if re.match(r"\s*\w+Error: ", line)]
+            raise InputError(
+                "--ray", "", f"a worker could not start ({errors[-1] if errors else type(exc).__name__}); "
+                "is this emobench installed on every machine of the cluster?",
+            ) from None
         yield cluster
     finally:
         for worker in workers:
