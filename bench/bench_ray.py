@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -143,6 +144,7 @@ def main() -> None:
             ray_run, other, ray_calls = on_ray("ray", config)
         finally:
             ray.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)
         if ray_calls != calls or recorded(Path(tmp) / "ray").calls != calls:
             sys.exit(f"the Ray run made {ray_calls} calls, the local run {calls}")
 
