@@ -27,6 +27,7 @@ import re
 import shutil
 import tempfile
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -199,7 +200,7 @@ class RayCluster:
     where: list[dict[str, Any]]
     calls: int = 0
     faults: int = 0
-    busy: dict[int, int] = field(default_factory=dict)
+    busy: Counter[int] = field(default_factory=Counter)  # episodes in flight per worker
 
     def provenance(self) -> dict[str, Any]:
         nodes = [n for n in self.ray.nodes() if n.get("Alive")]
@@ -216,9 +217,8 @@ class RayCluster:
         from ray.exceptions import RayActorError, RayTaskError
 
         while self.workers:
-            index = min(range(len(self.workers)), key=lambda i: self.busy.get(i, 0))
-            worker = self.workers[index]
-            self.busy[index] = self.busy.get(index, 0) + 1
+            worker = min(self.workers, key=lambda w: self.busy[id(w)])
+            self.busy[id(worker)] += 1
             try:
                 played: Played = await worker.play.remote(subject, case_id, seed)
             except RayTaskError as exc:  # the worker's own error, reported as a local run reports it
@@ -227,10 +227,9 @@ class RayCluster:
             except RayActorError:  # lost past its restarts: the episode goes to another worker
                 if worker in self.workers:
                     self.workers.remove(worker)
-                    self.busy = {}
                 continue
             finally:
-                self.busy[index] = self.busy.get(index, 1) - 1
+                self.busy[id(worker)] -= 1
             self.calls += played.calls
             self.faults += len(played.faults)
             return played
