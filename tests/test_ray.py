@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from emobench.config import RunConfig, load_config_data, validate_config
+from emobench.errors import InputError
 from emobench.run.runner import ROOT, run_benchmark
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 
@@ -238,3 +239,17 @@ def test_a_killed_driver_leaves_a_run_that_resume_completes(
     resumed = _run(validate_config(load_config_data(config), config), tmp_path / "r", resume=True)  # locally
     assert resumed.new_episodes == 2 * len(SEEDS) - before
     _assert_same_records(tmp_path / "r", local_run)
+
+
+@pytest.mark.timeout(300)
+def test_a_key_missing_from_the_workers_environment_stops_the_run_before_any_episode(
+    cluster: Path, server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The driver has the key (its preflight passes); the workers, started before it was set, do not.
+    monkeypatch.setenv("EMOBENCH_RAY_LATE_KEY", SECRET)
+    role = {"binding": f"openai:fake-model@{server.base_url}", "api_key_env": "EMOBENCH_RAY_LATE_KEY"}
+    config = _config(server.base_url, user=role)
+    with pytest.raises(InputError, match="EMOBENCH_RAY_LATE_KEY") as refused:
+        _run(config, tmp_path / "run", ray="local")
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "run" / "episodes.jsonl").exists()
