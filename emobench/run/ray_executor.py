@@ -135,7 +135,7 @@ class EpisodeWorker:
         import ray
 
         await self._ensure()
-        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+        return {"node_id": ray.get_runtime_context().get_node_id()}
 
     async def play(self, subject: int, case_id: str, seed: int) -> Played:
         await self._ensure()
