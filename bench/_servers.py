@@ -93,8 +93,12 @@ def make_app(latency_s: float, capacity: int | None) -> web.Application:
             stats.reset()
         return web.json_response(out)
 
+    async def models(request: web.Request) -> web.Response:  # what a run's preflight reaches first
+        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
     app = web.Application(client_max_size=64 << 20)
     app.router.add_post("/v1/chat/completions", completions)
+    app.router.add_get("/v1/models", models)
     app.router.add_get("/stats", get_stats)
     return app
 

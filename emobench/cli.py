@@ -135,6 +135,11 @@ def run(
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory, skipping finished episodes.")] = None,
     force: Annotated[bool, typer.Option(help="Resume even when the config hash differs.")] = False,
     shard: Annotated[str | None, typer.Option(help="Run only shard I/N of the (case, seed) pairs, e.g. 0/4.")] = None,
+    ray: Annotated[str | None, typer.Option(
+        "--ray", is_flag=False, flag_value="local", metavar="[ADDRESS]",
+        help="Play the episodes on Ray workers: --ray alone starts a local Ray, --ray auto or an address "
+        "joins a cluster (needs the ray extra).",
+    )] = None,
     cache: Annotated[bool, typer.Option(help="Answer repeated model calls from the on-disk response cache.")] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Response cache folder (default: the user cache dir).")] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
@@ -195,6 +200,7 @@ def run(
                     cache=responses,
                     shard=parse_shard(shard),
                     notes=notes,
+                    ray=ray,
                 )
             )
         rd = RunDir(result.run_dir)
@@ -297,7 +303,11 @@ def judge(
 
 
 def main() -> None:
-    app(prog_name="emobench")
+    import sys
+
+    from emobench.run.flags import bare_ray_flag
+
+    app(args=bare_ray_flag(sys.argv[1:]), prog_name="emobench")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,9 @@ class InputError(EmobenchError):
         where = f"{self.source}: {field}" if field else self.source
         super().__init__(f"{where}: {problem}")
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str, str]]:
+        return type(self), (self.source, self.field, self.problem)  # pickled from a Ray worker to the driver
+
 
 class EndpointError(EmobenchError):
     """A model endpoint failed in a way retries could not fix. Names the endpoint."""
@@ -31,3 +34,6 @@ class EndpointError(EmobenchError):
         self.endpoint = endpoint
         self.problem = problem
         super().__init__(f"endpoint {endpoint}: {problem}")
+
+    def __reduce__(self) -> tuple[type[EndpointError], tuple[str, str]]:
+        return type(self), (self.endpoint, self.problem)

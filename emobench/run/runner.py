@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +20,20 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import emobench
-from emobench.config import RoleConfig, RunConfig
+from emobench.config import RunConfig
 from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
-from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance, RoleCaller
-from emobench.episode.roles import role_caller as _caller  # the name the commands import
+from emobench.episode.roles import EpisodePrompts, Limits, Provenance, RoleCaller
+from emobench.episode.roles import role_caller as _caller  # noqa: F401  (the name the commands import)
 from emobench.errors import EndpointError, InputError
-from emobench.judging.mdep import judge_turn
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
 from emobench.library_paths import git_sha, library_root
-from emobench.prompts import PromptTemplate, cases_language, load_language_template
+from emobench.prompts import cases_language, load_language_template
 from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict
-from emobench.registry import Case, Registry, load_registry
-from emobench.registry.local import CASES_FILE, local_registry, read_split_info
+from emobench.registry import Case, Registry
+from emobench.registry.local import CASES_FILE, read_split_info
+from emobench.run.binding import bind_roles, load_prompts, run_registry
 from emobench.run.preflight import preflight
 from emobench.rundir import RunDir, atomic_write_bytes, read_records
 
@@ -55,38 +56,6 @@ def select_cases(registry: Registry, config: RunConfig) -> list[Case]:
             raise InputError("config", "cases", f"not in split {config.split!r}: {', '.join(missing)}")
         cases = [c for c in cases if c.id in set(config.cases)]
     return cases[: config.limit_cases] if config.limit_cases else cases
-
-
-def load_prompts(root: Path, config: RunConfig, language: str = "en") -> EpisodePrompts:
-    """The templates for cases of ``language``; the judge's in the config's judge language."""
-    system = config.subject_system_prompt
-
-    def prompt(name: str) -> PromptTemplate:
-        return load_language_template(root, "prompts", f"{name}.j2", language)
-
-    prompts = EpisodePrompts(
-        simulator=prompt("simulator"),
-        judge=load_language_template(root, "judges", config.panel.rubrics["mdep"], config.judges_language(language)),
-        subject_system=prompt(system) if system else None,
-        director=prompt("director") if config.director else None,
-        probe=prompt("probe") if config.probe else None,
-        flat_history=config.subject_history == "flat",
-    )
-    if prompts.flat_history and not (prompts.subject_system and prompts.subject_system.has_block("user")):
-        raise InputError("config", "subject_history", "flat needs a subject_system_prompt template with a "
-                         "'user' block (e.g. companion_flat)")
-    return prompts
-
-
-def run_registry(config: RunConfig, root: Path) -> Registry:
-    """The library's cards, or those of the run's local split (an imported folder)."""
-    if config.local_split is None:
-        return load_registry(root)
-    registry = local_registry(Path(config.local_split), root)
-    if config.split not in registry.splits:
-        raise InputError("config", "split", f"{config.split!r}, but the local split {config.local_split} is "
-                         f"{registry.splits[0]!r}")
-    return registry
 
 
 def prompt_versions(prompts: EpisodePrompts) -> dict[str, str]:
@@ -233,9 +202,11 @@ async def run_benchmark(
     cache: ResponseCache | None = None,
     shard: tuple[int, int] | None = None,
     notes: Sequence[str] = (),
+    ray: str | None = None,
 ) -> RunResult:
     """Run (or resume) every episode, judging each as it finishes. ``notes`` (what the command
-    line changed, a role it kept) are printed under the run's first line, once preflight passed."""
+    line changed, a role it kept) are printed under the run's first line, once preflight passed.
+    ``ray`` ("local", "auto" or an address) plays the episodes on a Ray cluster's workers."""
     console = console or Console(stderr=True)
     registry = run_registry(config, root)
     cases = select_cases(registry, config)
@@ -250,6 +221,10 @@ async def run_benchmark(
     prompts = load_prompts(root, config, language)
     for rubric in config.panel.rubrics.values():  # in the judges' language, before anything is written
         load_language_template(root, "judges", rubric, config.judges_language(language))
+    if ray is not None:  # imported only with --ray: emobench runs without Ray installed
+        from emobench.run.ray_executor import check
+
+        check(config)
     if rd.manifest.exists() and not force:  # a new edition changes the prompts: its episodes are not comparable
         recorded = rd.read_manifest().get("prompt_versions")
         if recorded != prompt_versions(prompts):
@@ -272,28 +247,20 @@ async def run_benchmark(
 
     async with AsyncExitStack() as stack:
         pool = EndpointPool(stack, rd.logs, cache, on_fault=rd.log_fault)
-
-        async def bind(role: str, rc: RoleConfig) -> RoleCaller:
-            client, info = await pool.resolve(rc)
-            return _caller(role, client, info)
-
-        user = await bind("user", config.user)
-        judges = tuple([await bind("judge", j) for j in config.judges])
-        subjects = [await bind("subject", s) for s in config.subjects]
-        director = await bind("director", config.director) if config.director else None
-        roles_info = {
-            "subjects": [s.info.model_dump() for s in subjects],
-            "user": user.info.model_dump(),
-            "judges": [j.info.model_dump() for j in judges],
-            "director": director.info.model_dump() if director else "rule",
-            "panel": config.panel.name,
-        }
-        info = manifest(config, rd.path.name, registry_version, prompts, roles_info, root, language)
+        bound = await bind_roles(pool, config)
+        judges, subjects = bound.judges, bound.subjects
+        info = manifest(config, rd.path.name, registry_version, prompts, bound.info(config), root, language)
         info["shard"] = list(shard) if shard else None
         if config.local_split is not None:  # the cards travel with the run, for rescoring and reports
             local = Path(config.local_split)
             info["local_split"] = {k: v for k, v in read_split_info(local).items() if k in ("split", "language", "source")}
             atomic_write_bytes(rd.path / CASES_FILE, (local / CASES_FILE).read_bytes())
+        cluster = None
+        if ray is not None:
+            from emobench.run.ray_executor import ray_cluster
+
+            cluster = await stack.enter_async_context(ray_cluster(ray, config, root, cache, provenance, language))
+            info["ray"] = cluster.provenance()
         rd.write_json(rd.manifest, info)
 
         jobs = [
@@ -306,16 +273,23 @@ async def run_benchmark(
         gate = asyncio.Semaphore(config.concurrency)
         panel = bind_panel(config.panel, judges, root, config.judges_language(language))
 
-        async def one(subject: RoleCaller, case: Case, seed: int) -> int:
-            async with gate:
-                roles = EpisodeRoles(subject=subject, user=user, judges=judges, judge_turn=judge_turn, director=director)
-                episode = await run_episode(case, roles, prompts, seed, limits, provenance)
+        async def keep(write_out: Callable[[], None]) -> None:
             # Written off the event loop (the fsync would stall every episode) and not kept after;
             # shielded, so a run cancelled by another episode's failure still writes this one.
-            write = asyncio.ensure_future(asyncio.to_thread(rd.append_episode, episode))
+            write = asyncio.ensure_future(asyncio.to_thread(write_out))
             writes.add(write)
             write.add_done_callback(writes.discard)
             await asyncio.shield(write)
+
+        async def one(subject: RoleCaller, case: Case, seed: int) -> int:
+            if cluster is not None:  # a worker played and judged it; this process alone writes
+                async with gate:
+                    played = await cluster.play(subjects.index(subject), case.id, seed)
+                await keep(partial(played.write, rd))
+                return played.turns
+            async with gate:
+                episode = await run_episode(case, bound.episode_roles(subject), prompts, seed, limits, provenance)
+            await keep(partial(rd.append_episode, episode))
             await judge_finished(rd, episode, case, panel, limits)
             return len(episode.turns)
 
@@ -334,8 +308,9 @@ async def run_benchmark(
                             bar,
                             advance=1,
                             turns=turns,
-                            calls=sum(c.stats.calls for c in pool.clients()),
-                            retries=sum(sum(c.stats.faults.values()) for c in pool.clients()),
+                            calls=sum(c.stats.calls for c in pool.clients()) + (cluster.calls if cluster else 0),
+                            retries=sum(sum(c.stats.faults.values()) for c in pool.clients())
+                            + (cluster.faults if cluster else 0),
                         )
                 finally:
                     for task in tasks:

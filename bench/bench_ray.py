@@ -1,0 +1,172 @@
+"""Benchmark: `run --ray` on a local Ray cluster against the local batch layer, one server, one sitting.
+
+N episodes x 12 turns (min_turns = max_turns = 12) go through ``run_benchmark`` twice against the
+same zero-latency fake server (its own process, not counted): once locally, once with
+``ray="local"`` on a Ray this script starts (``--ray-cpus`` workers). The local figure is this
+process's CPU; the Ray figure adds every Ray process's (driver, workers, raylet, GCS, agents),
+read from /proc every 50 ms by a sampler process of its own. Ray's start and each run's
+workers' start (measured on a 1-episode run) are reported apart, as fixed costs.
+
+    HF_HUB_OFFLINE=1 python bench/bench_ray.py [--episodes 1000] [--turns 12] [--ray-cpus 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from _servers import Measured, bench_config, cpu_line, episode_grid, fake_server, load_line, measure, recorded
+
+MARK = "EMOBENCH_BENCH_RAY"  # set before Ray starts: every Ray process inherits it, the server does not
+
+
+def sample(mark: str) -> None:
+    """The sampler process: from "start" to "stop" on stdin, the CPU seconds spent by the
+    processes holding the mark, each read every 50 ms (one that ends between reads loses at most
+    that); processes there at "start" count from their CPU then, later ones from zero."""
+    import threading
+
+    import psutil
+
+    def marked(known: dict[int, psutil.Process]) -> None:
+        for proc in psutil.process_iter():
+            try:
+                if proc.pid not in known and proc.environ().get(MARK) == mark:
+                    known[proc.pid] = proc
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+
+    def read(procs: dict[int, psutil.Process], into: dict[int, float]) -> None:
+        for pid, proc in list(procs.items()):
+            try:
+                t = proc.cpu_times()
+                into[pid] = t.user + t.system
+                if "EpisodeWorker" in " ".join(proc.cmdline()):  # the title Ray gives an actor's process
+                    workers.add(pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                del procs[pid]
+
+    procs: dict[int, psutil.Process] = {}
+    workers: set[int] = set()
+    base: dict[int, float] = {}
+    last: dict[int, float] = {}
+    sys.stdin.readline()
+    marked(procs)
+    read(procs, base)
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    scanned = time.monotonic()
+    while not stop.is_set():
+        time.sleep(0.05)
+        if time.monotonic() - scanned > 0.5:  # a run's workers appear at its start
+            marked(procs)
+            scanned = time.monotonic()
+        read(procs, last)
+    kinds = {pid: "workers" if pid in workers else "ray" for pid in last}
+    print(json.dumps({k: sum(cpu - base.get(pid, 0.0) for pid, cpu in last.items() if kinds[pid] == k)
+                      for k in ("workers", "ray")}), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=1000)
+    ap.add_argument("--turns", type=int, default=12)
+    ap.add_argument("--ray-cpus", type=int, default=2, help="the local Ray's CPUs: one worker process each")
+    ap.add_argument("--concurrency", type=int, default=16, help="requests in flight per role (the endpoint cap)")
+    ap.add_argument("--in-flight", type=int, default=64, help="episodes in flight (the run's concurrency)")
+    ap.add_argument("--sample", metavar="MARK", help=argparse.SUPPRESS)  # the CPU sampler's own process
+    args = ap.parse_args()
+    if args.sample:
+        return sample(args.sample)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import ray
+
+    from emobench.run.runner import run_benchmark
+
+    cases, seeds = episode_grid(args.episodes)
+    print(cpu_line())
+    print(load_line())
+    with fake_server() as server, tempfile.TemporaryDirectory() as tmp:
+        config = bench_config(
+            server.base_url, max_concurrency=args.concurrency, seeds=list(range(seeds)), max_turns=args.turns,
+            min_turns=args.turns, concurrency=args.in_flight, limit_cases=cases,
+        )
+        warm = bench_config(server.base_url, seeds=[0], max_turns=2, min_turns=2, limit_cases=1)
+
+        def run(name: str, cfg: object, **kwargs: object) -> None:
+            asyncio.run(run_benchmark(cfg, Path(tmp) / name, show_progress=False, **kwargs))  # type: ignore[arg-type]
+
+        run("warm", warm)  # imports, templates and the first connections are not per-call costs
+        server.stats(reset=True)
+        local = measure(lambda: run("local", config))
+        calls = server.stats(reset=True)["requests"]
+        if calls != recorded(Path(tmp) / "local").calls:
+            sys.exit("the local run's records and the server disagree on the number of calls")
+
+        mark = uuid.uuid4().hex
+        os.environ[MARK] = mark
+        temp = tempfile.mkdtemp(prefix="ebbench-")
+        started = time.perf_counter()
+        ray.init(num_cpus=args.ray_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                 _temp_dir=temp)
+        ray_start_s = time.perf_counter() - started
+        def sampled(work: Callable[[], object]) -> tuple[Measured, dict[str, float]]:
+            """This process's CPU and wall while work runs, and the CPU of the workers and of Ray's own processes."""
+            sampler = subprocess.Popen([sys.executable, __file__, "--sample", mark], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True)
+            assert sampler.stdin is not None
+            sampler.stdin.write("start\n")
+            sampler.stdin.flush()
+            driver = measure(work)
+            return driver, json.loads(sampler.communicate("stop\n", timeout=60)[0])
+
+        def on_ray(name: str, cfg: object) -> tuple[Measured, dict[str, float], int]:
+            server.stats(reset=True)
+            driver, others = sampled(lambda: run(name, cfg, ray="local"))
+            return driver, others, server.stats(reset=True)["requests"]
+
+        try:
+            # A 1-episode run: the workers' start (imports, registry, role binding), paid once per run.
+            fixed, fixed_other, fixed_calls = on_ray("ray-warm", warm)
+            _, idle = sampled(lambda: time.sleep(10))  # Ray's own processes with nothing to do
+            ray_run, other, ray_calls = on_ray("ray", config)
+        finally:
+            ray.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)
+        if ray_calls != calls or recorded(Path(tmp) / "ray").calls != calls:
+            sys.exit(f"the Ray run made {ray_calls} calls, the local run {calls}")
+
+    local_ms = 1000 * local.cpu_s / calls
+    ray_cpu = ray_run.cpu_s + sum(other.values())
+    fixed_cpu = fixed.cpu_s + sum(fixed_other.values())
+    ray_ms = 1000 * ray_cpu / calls
+    marginal_ms = 1000 * (ray_cpu - fixed_cpu) / (calls - fixed_calls)  # the workers' start taken out
+    per = {k: 1000 * v / calls for k, v in (("driver", ray_run.cpu_s), *other.items())}
+    print(f"calls: {calls} per run ({args.episodes} episodes x {args.turns} turns, {args.concurrency} per role in flight, "
+          f"{args.in_flight} episodes in flight)")
+    print(f"local batch layer: CPU {local_ms:.3f} ms per call, wall {local.wall_s:.1f} s")
+    print(f"--ray ({args.ray_cpus} workers): CPU {ray_ms:.3f} ms per call (driver {per['driver']:.3f}, workers "
+          f"{per['workers']:.3f}, Ray's own processes {per['ray']:.3f}), wall {ray_run.wall_s:.1f} s")
+    print(f"--ray per call beyond a run's fixed cost: CPU {marginal_ms:.3f} ms")
+    print(f"ratios --ray / local: CPU per call {ray_ms / local_ms:.2f}, beyond the fixed cost {marginal_ms / local_ms:.2f} "
+          f"(aim <= 1.3); wall {ray_run.wall_s / local.wall_s:.2f}")
+    print(f"fixed costs: Ray start {ray_start_s:.1f} s wall once; per run, the workers' start {fixed.wall_s:.1f} s wall "
+          f"and {fixed_cpu:.1f} s CPU (a 1-episode run, {fixed_calls} calls); Ray's own processes idle: "
+          f"{sum(idle.values()) / 10:.3f} CPU s per s")
+    print(load_line())
+
+
+if __name__ == "__main__":
+    main()

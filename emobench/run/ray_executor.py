@@ -1,0 +1,283 @@
+"""`emobench run --ray`: the run's episodes played by workers on a Ray cluster.
+
+The driver (the `run` process) keeps everything it does locally: preflight, the manifest, resume,
+the writes, the leftover and pairwise judging, finalising. Each worker is a Ray actor that binds
+the run's roles once, through the same code as the local runner, then plays and judges the
+episodes it is handed and returns their records; only the driver writes the run folder.
+
+- A worker that dies is restarted by Ray and its unfinished episodes are tried again; an episode
+  whose record reached the driver is written once and never handed out again.
+- Each role's ``max_concurrency`` holds across the cluster (emobench/run/ray_budget.py).
+- Keys are read by each worker from its own node's environment, as a local run reads them:
+  nothing is put in Ray's ``runtime_env`` or in what is sent to a worker.
+- The response cache is each node's own file at the run's cache path (SQLite is safe across the
+  processes of one machine, not across machines sharing a file system).
+
+Ray is imported only here, so emobench runs without it installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib.util
+import logging
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emobench.config import RoleConfig, RunConfig
+from emobench.endpoints.binding import parse_binding
+from emobench.endpoints.cache import ResponseCache
+from emobench.endpoints.client import ChatEndpoint
+from emobench.endpoints.pool import EndpointPool
+from emobench.episode.loop import run_episode
+from emobench.episode.roles import EpisodePrompts, Limits, Provenance
+from emobench.errors import EmobenchError, EndpointError, InputError
+from emobench.judging.stage import Panel, bind_panel, judge_episode
+from emobench.registry import Registry
+from emobench.run.binding import BoundRoles, bind_roles, load_prompts, run_registry
+from emobench.run.ray_budget import BudgetedEndpoint, EndpointBudget, LeasedGate, batch_size
+from emobench.rundir import RunDir, append_line
+
+LOCAL = "local"  # `--ray` with no address: start a Ray on this machine for the run
+LOCAL_CPUS = 4  # a local Ray's worker processes, at most (fewer on a smaller machine)
+RESTARTS = 3  # times Ray restarts a lost worker, retrying its unfinished episodes
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker is sent: the validated config (key variables' names, never values)."""
+
+    config: dict[str, Any]
+    root: str
+    cache_path: str | None
+    provenance: Provenance
+    workers: int
+    budget: str  # the name of the run's budget actor
+    language: str  # the cases' language: it picks the templates
+
+
+@dataclass(frozen=True)
+class Played:
+    """One episode as a worker returns it: its records as the lines the run folder gets."""
+
+    episode: bytes
+    judgement: bytes
+    faults: list[tuple[str, str]]
+    calls: int
+    turns: int
+
+    def write(self, rd: RunDir) -> None:
+        append_line(rd.episodes, self.episode)
+        append_line(rd.judgements, self.judgement)
+        for endpoint, kind in self.faults:
+            rd.log_fault(endpoint, kind)
+
+
+class EpisodeWorker:
+    """A Ray actor (async: it plays many episodes at once). Roles are bound on first use, so a
+    worker Ray restarts after a loss binds them again and frees its predecessor's leases."""
+
+    _pool: EndpointPool
+    _bound: BoundRoles
+    _prompts: EpisodePrompts
+    _registry: Registry
+    _limits: Limits
+    _panel: Panel
+
+    def __init__(self, spec: WorkerSpec, index: int) -> None:
+        import ray
+
+        self._spec = spec
+        # Found by name: a handle among the constructor's arguments would tie Ray's restart of
+        # this worker to the driver's copy of them.
+        self._budget = ray.get_actor(spec.budget)
+        self._index = index
+        self._ready: asyncio.Future[None] | None = None
+        self._faults: list[tuple[str, str]] = []
+        self._calls_seen = 0
+        self._stack = AsyncExitStack()
+
+    async def _start(self) -> None:
+        await self._budget.forget.remote(self._index)
+        spec, root = self._spec, Path(self._spec.root)
+        config = RunConfig.model_validate(spec.config)
+        cache = ResponseCache(Path(spec.cache_path)) if spec.cache_path else None
+        logs = Path(tempfile.gettempdir())  # a pool writes logs only for the vllm: servers --ray refuses
+        self._pool = EndpointPool(self._stack, logs, cache, on_fault=lambda endpoint, kind: self._faults.append((endpoint, kind)))
+
+        def wrap(place: str, role: RoleConfig, client: ChatEndpoint) -> ChatEndpoint:
+            gate = LeasedGate(self._budget, place, self._index, batch_size(role.max_concurrency, spec.workers))
+            return BudgetedEndpoint(client, gate)
+
+        self._bound = await bind_roles(self._pool, config, wrap)
+        self._prompts = load_prompts(root, config, spec.language)
+        self._registry = run_registry(config, root)
+        self._limits = config.limits()
+        self._panel = bind_panel(config.panel, self._bound.judges, root, config.judges_language(spec.language))
+        gc.freeze()  # as the local runner's long_lived_heap: what was built so far is never walked again
+        gc.set_threshold(50_000, 20, 100)
+
+    async def _ensure(self) -> None:
+        if self._ready is None:
+            self._ready = asyncio.ensure_future(self._start())
+        await self._ready
+
+    async def where(self) -> dict[str, Any]:
+        import ray
+
+        await self._ensure()
+        return {"node_id": ray.get_runtime_context().get_node_id()}
+
+    async def play(self, subject: int, case_id: str, seed: int) -> Played:
+        await self._ensure()
+        case = self._registry.case(case_id)
+        roles = self._bound.episode_roles(self._bound.subjects[subject])
+        episode = await run_episode(case, roles, self._prompts, seed, self._limits, self._spec.provenance)
+        judgement = await judge_episode(self._panel, case, episode, self._limits)
+        faults, self._faults = self._faults, []
+        calls = sum(c.stats.calls for c in self._pool.clients())
+        new_calls, self._calls_seen = calls - self._calls_seen, calls
+        records = episode.model_dump_json().encode(), judgement.model_dump_json().encode()
+        return Played(*records, faults, new_calls, len(episode.turns))
+
+
+def refuse_vllm(config: RunConfig) -> None:
+    """A vllm: binding starts its server inside the process that binds it: on Ray, every worker."""
+    for place, role in config.bindings():
+        if parse_binding(role.binding).kind == "vllm":
+            raise InputError(
+                "--ray", f"{place}.binding",
+                f"{role.binding!r} would start a vLLM server in every worker; serve it yourself (vllm serve) and "
+                "bind its URL, openai:MODEL@http://HOST:PORT/v1",
+            )
+
+
+def check(config: RunConfig) -> None:
+    """What --ray refuses, found before the run folder is touched."""
+    if importlib.util.find_spec("ray") is None:
+        raise InputError("--ray", "", "Ray is not installed: pip install 'emobench[ray]'")
+    refuse_vllm(config)
+
+
+def _connect(address: str) -> tuple[Any, str | None]:
+    """Ray, joined or started; and the temporary folder of a Ray started here (None otherwise)."""
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray", "", "Ray is not installed: pip install 'emobench[ray]'") from None
+    if ray.is_initialized():  # a caller (a notebook, a test) already connected this process
+        return ray, None
+    if address != LOCAL:
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise InputError("--ray", "", f"cannot join the Ray cluster at {address!r}: {exc}") from None
+        return ray, None
+    temp = tempfile.mkdtemp(prefix="emobench-ray-")  # Ray's sockets need a short path: not the run folder
+    ray.init(
+        num_cpus=min(LOCAL_CPUS, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
+        logging_level=logging.ERROR, _temp_dir=temp,
+    )
+    return ray, temp
+
+
+@dataclass
+class RayCluster:
+    """The driver's side: hands episodes to the least busy worker and counts what comes back."""
+
+    ray: Any
+    address: str
+    workers: list[Any]
+    where: list[dict[str, Any]]
+    calls: int = 0
+    faults: int = 0
+    busy: Counter[int] = field(default_factory=Counter)  # episodes in flight per worker
+
+    def provenance(self) -> dict[str, Any]:
+        nodes = [n for n in self.ray.nodes() if n.get("Alive")]
+        return {
+            "address": self.address,
+            "ray_version": self.ray.__version__,
+            "nodes": sorted(n["NodeID"] for n in nodes),
+            "cpus": int(sum(n.get("Resources", {}).get("CPU", 0) for n in nodes)),
+            "workers": len(self.workers),
+            "worker_nodes": sorted(w["node_id"] for w in self.where),
+        }
+
+    async def play(self, subject: int, case_id: str, seed: int) -> Played:
+        from ray.exceptions import RayActorError, RayTaskError
+
+        while self.workers:
+            worker = min(self.workers, key=lambda w: self.busy[id(w)])
+            self.busy[id(worker)] += 1
+            try:
+                played: Played = await worker.play.remote(subject, case_id, seed)
+            except RayTaskError as exc:  # the worker's own error, reported as a local run reports it
+                cause = exc.cause
+                raise cause if isinstance(cause, EmobenchError) else exc from None
+            except RayActorError:  # lost past its restarts: the episode goes to another worker
+                if worker in self.workers:
+                    self.workers.remove(worker)
+                continue
+            finally:
+                self.busy[id(worker)] -= 1
+            self.calls += played.calls
+            self.faults += len(played.faults)
+            return played
+        raise EndpointError("ray", "every worker was lost")
+
+
+@asynccontextmanager
+async def ray_cluster(
+    address: str, config: RunConfig, root: Path, cache: ResponseCache | None, provenance: Provenance,
+    language: str = "en",
+) -> AsyncIterator[RayCluster]:
+    check(config)
+    ray, temp = _connect(address)
+    workers: list[Any] = []
+    budget = None
+    try:
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        count = max(1, min(cpus, config.concurrency))
+        caps = {place: role.max_concurrency for place, role in config.bindings()}
+        name = f"emobench-budget-{uuid.uuid4().hex}"
+        budget = ray.remote(num_cpus=0)(EndpointBudget).options(name=name).remote(caps)
+        spec = WorkerSpec(
+            config.model_dump(mode="json"), str(root), str(cache.path) if cache else None, provenance, count, name,
+            language,
+        )
+        actor = ray.remote(
+            num_cpus=1, max_restarts=RESTARTS, max_task_retries=RESTARTS, max_concurrency=config.concurrency,
+            scheduling_strategy="SPREAD",
+        )(EpisodeWorker)
+        workers = [actor.remote(spec, i) for i in range(count)]
+        cluster = RayCluster(ray, address, list(workers), [])
+        try:  # bind every worker's roles now: a missing key on some node is refused before any episode
+            cluster.where = await asyncio.gather(*(w.where.remote() for w in workers))
+        except ray.exceptions.RayTaskError as exc:
+            raise exc.cause if isinstance(exc.cause, EmobenchError) else exc from None
+        except ray.exceptions.RayActorError as exc:  # its process could not start: Ray's report is pages long
+            errors = [line.strip() for line in str(exc).splitlines() if re.match(r"\s*\w+Error: ", line)]
+            raise InputError(
+                "--ray", "", f"a worker could not start ({errors[-1] if errors else type(exc).__name__}); "
+                "is this emobench installed on every machine of the cluster?",
+            ) from None
+        yield cluster
+    finally:
+        for worker in workers:
+            ray.kill(worker)
+        if budget is not None:
+            ray.kill(budget)
+        if temp is not None:
+            ray.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)

@@ -1,0 +1,255 @@
+"""`emobench run --ray` on a local Ray cluster of two worker processes, started once for the module.
+
+Every run goes against one loopback fake server that demands a key, so all share the binding and
+the config hash, and each worker must read the key from its own environment. Records are
+compared with a local run's on the same seeds, apart from timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from emobench.config import RunConfig, load_config_data, validate_config
+from emobench.errors import InputError
+from emobench.run.runner import ROOT, run_benchmark
+from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
+
+ray = pytest.importorskip("ray", reason="the ray extra (pip install 'emobench[ray]')")
+
+KEY_VAR = "EMOBENCH_RAY_TEST_KEY"
+SECRET = f"sk-ray-{uuid.uuid4().hex}"
+MARK_VAR = "EMOBENCH_RAY_TEST_MARK"  # finds the processes of a Ray this module started
+SEEDS = list(range(5))  # 2 demo cases x 5 seeds = 10 episodes
+TIMINGS = {"latency_s", "started_at", "finished_at"}
+
+
+def _processes(mark: str) -> list[tuple[int, str]]:
+    """(pid, command line) of this user's processes whose environment holds MARK_VAR=mark."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if f"{MARK_VAR}={mark}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                found.append((int(entry.name), (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Path]:
+    mark, temp = uuid.uuid4().hex, Path(tempfile.mkdtemp(prefix="ebray-"))
+    saved = {var: os.environ.get(var) for var in (KEY_VAR, MARK_VAR)}
+    os.environ[KEY_VAR], os.environ[MARK_VAR] = SECRET, mark  # the workers' environment: they inherit it
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR, _temp_dir=str(temp))
+    try:
+        yield temp
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(FakeState(latency_s=0.01, key=SECRET)) as fake:
+        yield fake
+
+
+def _config_data(base_url: str, **extra: Any) -> dict[str, Any]:
+    role = {"binding": f"openai:fake-model@{base_url}", "api_key_env": KEY_VAR}
+    return {
+        "subjects": [{**role, "label": "subject-a"}], "user": role, "judges": [{**role, "label": "judge-0"}],
+        "split": "demo", "seeds": SEEDS, "max_turns": 3, "min_turns": 2, "concurrency": 4, **extra,
+    }
+
+
+def _config(base_url: str, **extra: Any) -> RunConfig:
+    return validate_config(_config_data(base_url, **extra), "test")
+
+
+def _run(config: RunConfig, run_dir: Path, **kwargs: Any) -> Any:
+    return asyncio.run(run_benchmark(config, run_dir, show_progress=False, **kwargs))
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in TIMINGS}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def _records(run_dir: Path, name: str) -> list[dict[str, Any]]:
+    lines = (run_dir / name).read_bytes().splitlines()
+    return sorted((_strip(json.loads(line)) for line in lines), key=lambda r: r["key"])
+
+
+def _assert_same_records(run_dir: Path, local: Path) -> None:
+    episodes = _records(run_dir, "episodes.jsonl")
+    keys = [e["key"] for e in episodes]
+    assert len(keys) == len(set(keys)) == 2 * len(SEEDS)  # every episode exactly once
+    assert episodes == _records(local, "episodes.jsonl")
+    assert _records(run_dir, "judgements.jsonl") == _records(local, "judgements.jsonl")
+
+
+@pytest.fixture(scope="module")
+def local_run(server: FakeOpenAIServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _run(_config(server.base_url), tmp_path_factory.mktemp("local") / "run").run_dir
+
+
+@pytest.mark.timeout(300)
+def test_a_ray_run_equals_a_local_run_and_keeps_keys_out_of_ray(
+    cluster: Path, server: FakeOpenAIServer, local_run: Path, tmp_path: Path
+) -> None:
+    result = _run(_config(server.base_url), tmp_path / "run", ray="local")
+    assert result.new_episodes == 2 * len(SEEDS)
+    _assert_same_records(result.run_dir, local_run)
+    manifest, local = (json.loads((d / "manifest.json").read_text()) for d in (result.run_dir, local_run))
+    node = ray.get_runtime_context().get_node_id()
+    assert manifest.pop("ray") == {
+        "address": "local", "ray_version": ray.__version__, "nodes": [node], "cpus": 2, "workers": 2,
+        "worker_nodes": [node, node],
+    }
+    assert {k: v for k, v in manifest.items() if k not in ("run_id", "created_at")} == {
+        k: v for k, v in local.items() if k not in ("run_id", "created_at")
+    }
+    # The key reached the server from the workers' own environment, and nowhere in Ray.
+    assert {r["headers"]["Authorization"] for r in server.state.requests} == {f"Bearer {SECRET}"}
+    assert SECRET not in json.dumps(ray.get_runtime_context().runtime_env)
+    stored = [p for p in cluster.rglob("*") if p.is_file() and not p.is_socket()]
+    assert stored and not [p for p in stored if SECRET.encode() in p.read_bytes()]
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_worker_loses_nothing_and_doubles_nothing(
+    cluster: Path, server: FakeOpenAIServer, local_run: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    killed: list[int] = []
+
+    async def kill_a_worker_mid_run() -> None:
+        task = asyncio.create_task(run_benchmark(_config(server.base_url), run_dir, show_progress=False, ray="local"))
+        episodes = run_dir / "episodes.jsonl"
+        while not task.done() and not (episodes.exists() and episodes.read_bytes().count(b"\n") >= 2):
+            await asyncio.sleep(0.02)
+        workers = [pid for pid, cmd in _processes(os.environ[MARK_VAR]) if "EpisodeWorker" in cmd]
+        assert len(workers) == 2 and not task.done(), "the run ended before a worker could be killed"
+        os.kill(workers[0], signal.SIGKILL)
+        killed.append(workers[0])
+        await task
+
+    server.state.latency_s = 0.1  # long enough episodes to land the kill mid-run
+    try:
+        asyncio.run(kill_a_worker_mid_run())
+    finally:
+        server.state.latency_s = 0.01
+    written = (run_dir / "episodes.jsonl").read_bytes().count(b"\n")
+    assert killed and written == 2 * len(SEEDS)
+    _assert_same_records(run_dir, local_run)
+
+
+@pytest.mark.timeout(300)
+def test_each_roles_cap_holds_across_the_cluster(cluster: Path, tmp_path: Path) -> None:
+    flying: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def responder(body: dict[str, Any]) -> str:
+        model = body["model"]
+        with lock:
+            flying[model] += 1
+            peak[model] = max(peak[model], flying[model])
+        time.sleep(0.02)
+        with lock:
+            flying[model] -= 1
+        return default_responder(body)
+
+    with FakeOpenAIServer(FakeState(responder=responder)) as fake:
+
+        def role(model: str, label: str | None = None) -> dict[str, Any]:
+            return {"binding": f"openai:{model}@{fake.base_url}", "max_concurrency": 2, "label": label}
+
+        config = validate_config(
+            {"subjects": [role("m-subject", "s")], "user": role("m-user"), "judges": [role("m-judge", "j")],
+             "split": "demo", "seeds": list(range(4)), "max_turns": 3, "min_turns": 2, "concurrency": 8},
+            "test",
+        )
+        _run(config, tmp_path / "run", ray="local")
+    # Two workers, each free to run 8 episodes: without the shared budget each role would reach 4.
+    assert set(peak) == {"m-subject", "m-user", "m-judge"}
+    assert max(peak.values()) == 2, peak
+
+
+@pytest.mark.timeout(400)
+def test_a_killed_driver_leaves_a_run_that_resume_completes(
+    cluster: Path, server: FakeOpenAIServer, local_run: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(_config_data(server.base_url)))
+    mark, temp = uuid.uuid4().hex, tempfile.mkdtemp(prefix="ebd-")  # the driver's own local Ray
+    env = {**os.environ, MARK_VAR: mark, "TMPDIR": temp, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "emobench", "run", "--config", str(config), "--out", str(tmp_path), "--run-id", "r",
+           "--no-cache", "--no-progress", "--ray"]
+    episodes = tmp_path / "r" / "episodes.jsonl"
+    server.state.latency_s = 0.1
+    driver = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 200
+        while driver.poll() is None and time.monotonic() < deadline:
+            if episodes.exists() and episodes.read_bytes().count(b"\n") >= 2:
+                break
+            time.sleep(0.05)
+        assert driver.poll() is None, (driver.stdout.read() if driver.stdout else b"").decode(errors="replace")[-2000:]
+        driver.send_signal(signal.SIGKILL)
+        driver.communicate(timeout=30)
+    finally:
+        server.state.latency_s = 0.01
+        if driver.poll() is None:
+            driver.kill()
+            driver.communicate()
+        for pid, _ in _processes(mark):  # Ray's agents outlive a SIGKILLed driver
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
+    before = episodes.read_bytes().count(b"\n")
+    assert 2 <= before < 2 * len(SEEDS), "the kill did not land mid-run"
+    resumed = _run(validate_config(load_config_data(config), config), tmp_path / "r", resume=True)  # locally
+    assert resumed.new_episodes == 2 * len(SEEDS) - before
+    _assert_same_records(tmp_path / "r", local_run)
+
+
+@pytest.mark.timeout(300)
+def test_a_key_missing_from_the_workers_environment_stops_the_run_before_any_episode(
+    cluster: Path, server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The driver has the key (its preflight passes); the workers, started before it was set, do not.
+    monkeypatch.setenv("EMOBENCH_RAY_LATE_KEY", SECRET)
+    role = {"binding": f"openai:fake-model@{server.base_url}", "api_key_env": "EMOBENCH_RAY_LATE_KEY"}
+    config = _config(server.base_url, user=role)
+    with pytest.raises(InputError, match="EMOBENCH_RAY_LATE_KEY") as refused:
+        _run(config, tmp_path / "run", ray="local")
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "run" / "episodes.jsonl").exists()

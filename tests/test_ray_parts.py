@@ -1,0 +1,127 @@
+"""The parts of `run --ray` that need no Ray: the shared budget's arithmetic, the flag, refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emobench.config import validate_config
+from emobench.errors import InputError
+from emobench.run.flags import bare_ray_flag
+from emobench.run.ray_budget import EndpointBudget, LeasedGate, batch_size
+from emobench.run.ray_executor import check
+from emobench.run.runner import ROOT
+
+
+class _Handle:
+    """An in-process actor handle: ``handle.method.remote(...)`` is awaitable, as Ray's is, and
+    runs the budget's method at once (an actor runs its methods one at a time)."""
+
+    def __init__(self, budget: EndpointBudget) -> None:
+        self._budget = budget
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._budget, name)
+
+        class _Method:
+            @staticmethod
+            def remote(*args: Any) -> asyncio.Future[Any]:
+                done = asyncio.get_running_loop().create_future()
+                done.set_result(method(*args))
+                return done
+
+        return _Method()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cap=st.integers(1, 12),
+    workers=st.integers(1, 4),
+    calls=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=60),
+)
+def test_leased_slots_never_exceed_the_cap_and_all_come_back(cap: int, workers: int, calls: list[tuple[int, int]]) -> None:
+    budget = EndpointBudget({"user": cap})
+    handle = _Handle(budget)
+    gates = [LeasedGate(handle, "user", holder, batch_size(cap, workers)) for holder in range(workers)]
+    flying, peak = Counter[str](), Counter[str]()
+
+    async def call(worker: int, hold: int) -> None:
+        gate = gates[worker % workers]
+        await gate.acquire()
+        flying["user"] += 1
+        peak["user"] = max(peak["user"], flying["user"])
+        for _ in range(hold):  # other calls get to run while this one holds its slot
+            await asyncio.sleep(0)
+        flying["user"] -= 1
+        gate.release()
+
+    async def run() -> None:
+        await asyncio.wait_for(asyncio.gather(*(call(w, h) for w, h in calls)), timeout=30)
+
+    asyncio.run(run())
+    assert 1 <= peak["user"] <= cap
+    # Whatever a worker still holds is below one batch, and nothing was lost on the way.
+    assert all(gate.busy == 0 and gate.held < gate.batch for gate in gates)
+    assert budget.free["user"] + sum(gate.held for gate in gates) == cap
+
+
+def test_a_restarted_worker_frees_what_its_lost_predecessor_held() -> None:
+    budget = EndpointBudget({"subjects[0]": 4})
+    assert budget.lease("subjects[0]", 3, holder=0) == 3
+    assert budget.lease("subjects[0]", 3, holder=1) == 1
+    assert budget.lease("subjects[0]", 1, holder=1) == 0  # all lent: a worker waits and asks again
+    assert budget.forget(0) == 3
+    assert budget.free == {"subjects[0]": 3}
+    budget.give_back("subjects[0]", 5, holder=1)  # gives back at most what it holds
+    assert budget.free == {"subjects[0]": 4}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "--ray"], ["run", "--ray", "local"]),
+        (["run", "--ray", "--no-progress"], ["run", "--ray", "local", "--no-progress"]),
+        (["run", "--ray", "auto"], ["run", "--ray", "auto"]),
+        (["run", "--ray", "10.0.0.5:6379", "--limit", "1"], ["run", "--ray", "10.0.0.5:6379", "--limit", "1"]),
+        (["show", "--ray"], ["show", "--ray"]),  # only run has the flag
+        (["run", "--", "--ray"], ["run", "--", "--ray"]),
+    ],
+)
+def test_bare_ray_means_a_local_ray(args: list[str], expected: list[str]) -> None:
+    assert bare_ray_flag(args) == expected
+
+
+def _config(binding: str) -> Any:
+    role = {"binding": binding}
+    return validate_config({"subjects": [role], "user": role, "judges": [role], "split": "demo"}, "test")
+
+
+def test_ray_refuses_a_vllm_binding_before_the_run_starts() -> None:
+    pytest.importorskip("ray")
+    with pytest.raises(InputError, match=r"--ray: subjects\[0\]\.binding: 'vllm:embedded' would start a vLLM server"):
+        check(_config("vllm:embedded"))
+    check(_config("openai:m@http://127.0.0.1:9/v1"))
+
+
+def test_without_ray_installed_emobench_runs_and_ray_is_refused_in_one_line(tmp_path: Path) -> None:
+    # ray made unimportable in a fresh process; the run is refused before its folder is made.
+    script = (
+        "import sys; sys.modules['ray'] = None\n"
+        "from emobench.cli import main\n"
+        f"sys.argv = ['emobench', 'run', '--ray', '--out', {str(tmp_path)!r}, '--run-id', 'r', '--no-progress',"
+        " '--subject', 'scripted:platitude', '--user', 'scripted:platitude', '--judge', 'scripted:platitude']\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert lines[-1] == "error: --ray: Ray is not installed: pip install 'emobench[ray]'", done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "r").exists()
