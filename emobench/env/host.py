@@ -26,7 +26,7 @@ from emobench.env.rewards import RewardConfig
 from emobench.episode.roles import Provenance, WorldRoles
 from emobench.errors import InputError
 from emobench.judging.mdep import judge_turn
-from emobench.prompts import load_template
+from emobench.prompts import cases_language, load_language_template
 from emobench.records import RoleInfo
 from emobench.registry import Case, Registry, load_registry
 from emobench.run.runner import ROOT, _caller, load_prompts, select_cases
@@ -84,6 +84,7 @@ async def open_host(
 ) -> AsyncIterator[EnvHost]:
     """Start (or reach) the simulator, director and judge endpoints; stop them on exit."""
     registry = load_registry(root)
+    language = cases_language(select_cases(registry, config))
     async with AsyncExitStack() as stack:
         pool = EndpointPool(stack, log_dir or Path.cwd() / "logs", cache)
 
@@ -99,13 +100,15 @@ async def open_host(
         )
         setup = EnvSetup(
             world=world,
-            prompts=load_prompts(root, config),
+            prompts=load_prompts(root, config, language),
             limits=config.limits(),
             provenance=Provenance(
                 config.split, registry.version(config.split), config.config_hash(), emobench.__version__
             ),
             policy=policy or policy_info(config.subjects[0]),
             rewards=rewards or RewardConfig(),
-            holistic=load_template(root / "judges" / config.panel.rubrics["holistic"]) if config.panel.holistic else None,
+            holistic=load_language_template(root, "judges", config.panel.rubrics["holistic"], config.judges_language(language))
+            if config.panel.holistic
+            else None,
         )
         yield EnvHost(registry, config, setup, pool)
