@@ -305,7 +305,7 @@ def judge(
 def main() -> None:
     import sys
 
-    from emobench.run.flags import bare_ray_flag
+    from emobench.cli_support import bare_ray_flag
 
     app(args=bare_ray_flag(sys.argv[1:]), prog_name="emobench")
 

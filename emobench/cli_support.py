@@ -306,3 +306,17 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     if not (index.isdigit() and count.isdigit()) or not 0 <= int(index) < int(count):
         raise InputError("--shard", "shard", f"{text!r} is not I/N with 0 <= I < N")
     return int(index), int(count)
+
+
+def bare_ray_flag(args: list[str]) -> list[str]:
+    """`run --ray` given without an address means a local Ray ("local"); the CLI's parser has no
+    options with an optional value, so the value is filled in before it parses."""
+    if not args or args[0] != "run":
+        return args
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        if arg == "--ray" and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            out.insert(i + 1, "local")
+    return out

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from emobench.cli_support import bare_ray_flag
 from emobench.config import validate_config
 from emobench.errors import InputError
-from emobench.run.flags import bare_ray_flag
 from emobench.run.ray_budget import EndpointBudget, LeasedGate, batch_size
 from emobench.run.ray_executor import check
 from emobench.run.runner import ROOT

@@ -128,16 +128,3 @@ def load_run_config(
         notes += said
     return validated, flags
 
-
-def bare_ray_flag(args: list[str]) -> list[str]:
-    """`run --ray` given without an address means a local Ray ("local"); the CLI's parser has no
-    options with an optional value, so the value is filled in before it parses."""
-    if not args or args[0] != "run":
-        return args
-    out = list(args)
-    for i, arg in enumerate(out):
-        if arg == "--":
-            break
-        if arg == "--ray" and (i + 1 == len(out) or out[i + 1].startswith("-")):
-            out.insert(i + 1, "local")
-    return out
