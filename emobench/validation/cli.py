@@ -210,6 +210,19 @@ def print_report(report: dict[str, Any], console: Console) -> None:
                       f" over {row['n']} conversation(s)", soft_wrap=True)
 
 
+def _earlier(target: Path) -> dict[str, Any]:
+    """The blocks already in validity.json (another check's): they stay, and this command's replace theirs."""
+    if not target.is_file():
+        return {}
+    try:
+        earlier = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(target, "", f"cannot merge into it: {exc}") from None
+    if not isinstance(earlier, dict):
+        raise InputError(target, "", "cannot merge into it: not a JSON object")
+    return earlier
+
+
 def validate(
     run_dirs: Annotated[list[Path] | None, typer.Argument(
         help="Scored run directories (several: seeds and reruns pool); optional with --fidelity or --judge-check.")] = None,
@@ -225,6 +238,11 @@ def validate(
     panel: Annotated[list[Path] | None, typer.Option(help="Judge-check panel file; repeat to compare panels.")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Judge check: a stratified sample of N pairs per mechanism.")] = None,
     data: Annotated[Path | None, typer.Option(help="Judge check: the folder holding the data set's files.")] = None,
+    fidelity_replay: Annotated[str | None, typer.Option(
+        help="Replay a data set's real help-seekers with the --user simulator: esconv (docs/validity.md).")] = None,
+    user: Annotated[str | None, typer.Option(help="The simulator's binding, as in `emobench run`.")] = None,
+    split: Annotated[str, typer.Option(help="ESConv splits read (comma-separated; all = with test).")] = "train,valid",
+    dry_run: Annotated[bool, typer.Option(help="Replay: print the calls, tokens and cost, call no model.")] = False,
 ) -> None:
     """Validity report: known groups, test–retest, judge–tracker and judge–human agreement; with
     --fidelity, the simulator against people; with --judge-check, the panel against a human-annotated data set."""
@@ -238,7 +256,7 @@ def validate(
         if cache:
             responses = ResponseCache(Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite"))
         runs = run_dirs or []
-        if not runs and judge_check is None and fidelity is None:
+        if not runs and judge_check is None and fidelity is None and fidelity_replay is None:
             raise InputError("validate", "RUN_DIRS", "give scored run directories, --fidelity, --judge-check, or several")
         if human is not None and not runs:
             raise InputError("--human", "", "needs a run directory: the run's panel rates the file")
@@ -246,6 +264,7 @@ def validate(
             report = build_report(runs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed, tick=tick) if runs else {}
         home = runs[0] if runs else fidelity[0] if fidelity else Path(".")
         target = out or home / "validity.json"
+        earlier = _earlier(target)
         if fidelity is not None:
             from emobench.validation.fidelity import fidelity_report
 
@@ -256,13 +275,27 @@ def validate(
             report["judge_check"] = judge_check_report(
                 judge_check, panel or [], data, limit=limit, run_dirs=runs, root=ROOT, cache=responses,
                 log_dir=target.parent / "logs", seed=seed, n_boot=n_boot)
-        target.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if fidelity_replay is not None:
+            from emobench.validation.esconv_replay_cli import fidelity_replay_report
+
+            with progress_bar() as tick:
+                replayed = fidelity_replay_report(
+                    fidelity_replay, data, user, splits=split, limit=limit, seed=seed, n_boot=n_boot, root=ROOT,
+                    cache=responses, out_dir=target.parent, dry_run=dry_run, tick=tick)
+            if replayed is None:
+                return
+            report["fidelity_replay"] = replayed
+        target.write_text(json.dumps(earlier | report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if "known_groups" in report:
         print_report(report, Console())
     if "fidelity" in report:
         from emobench.validation.fidelity_report import print_fidelity
 
         print_fidelity(report["fidelity"], Console())
+    if "fidelity_replay" in report:
+        from emobench.validation.esconv_replay_cli import print_replay
+
+        print_replay(report["fidelity_replay"], Console())
     if "judge_check" in report:
         from emobench.validation.judge_check_cli import print_judge_check
 

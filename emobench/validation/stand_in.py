@@ -18,6 +18,11 @@ def stand_in_case(path: Path) -> tuple[Case, dict[str, Any]]:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(path, "", "expected a mapping")
+    return card_case(data, path, "epitome"), {"file": path.name, "content_hash": sha256_hex(data), "card": data}
+
+
+def card_case(data: dict[str, Any], path: Path, split: str) -> Case:
+    """The Case a stand-in card (id, persona, scenario, hidden_need, iedr) describes; path names it in errors."""
     for key in ("id", "persona", "scenario", "hidden_need", "iedr"):
         if key not in data:
             raise InputError(path, key, "missing")
@@ -28,7 +33,6 @@ def stand_in_case(path: Path) -> tuple[Case, dict[str, Any]]:
     scenario = Scenario(**scenario_card.model_dump(), content_hash=card_hash(scenario_card))
     # As in edition 3, the need belongs to the case, on the persona's high axis.
     need = _validate(HiddenNeed, {"axis": persona.needs.dominant, "text": data["hidden_need"]}, path, prefix="hidden_need")
-    case = Case(id=str(data["id"]), split="epitome", scenario=scenario, persona=persona, iedr=iedr, case_need=need,
+    return Case(id=str(data["id"]), split=split, scenario=scenario, persona=persona, iedr=iedr, case_need=need,
                 content_hash=case_hash(str(data["id"]), scenario.content_hash, persona.content_hash, iedr.model_dump(),
                                        hidden_need=need.model_dump()))
-    return case, {"file": path.name, "content_hash": sha256_hex(data), "card": data}
