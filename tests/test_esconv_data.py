@@ -91,7 +91,7 @@ def test_wrong_names_and_layouts_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file or folder"):
         load_esconv(tmp_path / "nowhere")
     shutil.copy(FIXTURE / "huggingface" / "train.txt", tmp_path / "ESConv.json")  # JSON lines under the original name
-    with pytest.raises(InputError, match="ESConv.json: line 2 column 1: not valid JSON"):
+    with pytest.raises(InputError, match=r"ESConv\.json: line 2 column 1: not valid JSON"):
         load_esconv(tmp_path)
     with pytest.raises(InputError, match="--split"):
         parse_splits("train,dev")
