@@ -204,6 +204,19 @@ def test_the_result_records_its_provenance(replayed: dict[str, Any]) -> None:
     assert "fidelity replay (esconv" in replayed["stdout"] and "failed chats only" in replayed["stdout"]
 
 
+def test_the_page_shows_the_replay(replayed: dict[str, Any], tmp_path: Path) -> None:
+    from emobench.publish.html import write_page
+    from emobench.publish.leaderboard import build_leaderboard
+    from tests.test_validity import _run
+
+    run = _run(tmp_path, True, [0])
+    (run / "validity.json").write_text(json.dumps({"fidelity_replay": replayed["report"]["fidelity_replay"]}))
+    write_page(build_leaderboard([run], n_boot=200), tmp_path)
+    html = (tmp_path / "index.html").read_text()
+    assert "Simulator replaying real help-seekers: ESConv, simulator <code>" in html and "fake-sim" in html
+    assert "failed chats only" in html and "0.87" in html  # the pooled meter–feedback rho
+
+
 def test_dry_run_counts_calls_and_calls_nothing(tmp_path: Path) -> None:
     data = _write_data(tmp_path / "data")
     with FakeOpenAIServer(FakeState(responder=_responder)) as fake:

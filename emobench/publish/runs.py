@@ -89,6 +89,9 @@ def load_run(run_dir: Path, *, with_paths: bool = False) -> Run:
     judge_check = (validity or {}).get("judge_check")
     if judge_check is not None:  # `emobench validate RUN --judge-check` wrote it beside the run's report
         report = {**(report or {}), "judge_check": judge_check}
+    replayed = (validity or {}).get("fidelity_replay")
+    if replayed is not None:  # `emobench validate --fidelity-replay -o RUN/validity.json` wrote it there
+        report = {**(report or {}), "fidelity_replay": replayed}
     return Run(run_dir, man, scores, pairwise, report, validity)
 
 
