@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.stats
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emobench.validation.esconv_data import EsconvChat, EsconvTurn
 from emobench.validation.esconv_replay import blocks, chat_case, load_spec, targets
@@ -261,6 +264,22 @@ def test_rank_agreement_and_the_chat_bootstrap() -> None:
     narrow = chat_bootstrap(lambda i: float(values[i].mean()), ["a", "a", "b"], 400, 1)
     assert narrow == (lo, hi)  # the seed pins it
     assert proportion(1, 5)["rate"] == 0.2 and proportion(0, 0)["rate"] is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(-10, 10), st.integers(1, 5), st.sampled_from("abcde")), min_size=3, max_size=30))
+def test_rank_agreement_is_scipys_and_ignores_monotone_rescaling(points: list[tuple[int, int, str]]) -> None:
+    x, y, chats = (list(v) for v in zip(*points, strict=True))
+    got = rank_agreement(x, y, chats, n_boot=30, seed=0)
+    again = rank_agreement([3 * v + 7 for v in x], y, chats, n_boot=30, seed=0)
+    assert got == again  # ranks are all that counts, CIs included
+    if len(set(x)) < 2 or len(set(y)) < 2:
+        assert got["spearman"]["value"] is None
+    else:
+        assert got["spearman"]["value"] == pytest.approx(scipy.stats.spearmanr(x, y).statistic, abs=1e-4)
+        assert got["kendall_tau_b"]["value"] == pytest.approx(scipy.stats.kendalltau(x, y).statistic, abs=1e-4)
+    lo, hi = got["spearman"]["lo"], got["spearman"]["hi"]
+    assert (lo is None) == (hi is None) and (lo is None or -1 <= lo <= hi <= 1)
 
 
 @pytest.mark.vllm
