@@ -86,9 +86,10 @@ def load_run(run_dir: Path, *, with_paths: bool = False) -> Run:
     pairwise = _read_parquet(run_dir / "pairwise.parquet", list(_PAIRWISE_COLUMNS))
     report = _read_json(run_dir / "report.json")
     validity = _read_json(run_dir / "validity.json")
-    judge_check = (validity or {}).get("judge_check")
-    if judge_check is not None:  # `emobench validate RUN --judge-check` wrote it beside the run's report
-        report = {**(report or {}), "judge_check": judge_check}
+    for key in ("judge_check", "judge_check_esconv"):  # `emobench validate RUN --judge-check` wrote it beside the run's report
+        block = (validity or {}).get(key)
+        if block is not None:
+            report = {**(report or {}), key: block}
     return Run(run_dir, man, scores, pairwise, report, validity)
 
 
