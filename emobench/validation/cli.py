@@ -211,15 +211,15 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 
 
 def _earlier(target: Path) -> dict[str, Any]:
-    """The blocks already in validity.json (another check's): they stay, and this command's replace theirs."""
-    if not target.is_file():
+    """The validity.json already at target, to merge into (empty when there is none)."""
+    if not target.exists():
         return {}
     try:
         earlier = json.loads(target.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(target, "", f"cannot merge into it: {exc}") from None
+    except (OSError, ValueError):
+        earlier = None
     if not isinstance(earlier, dict):
-        raise InputError(target, "", "cannot merge into it: not a JSON object")
+        raise InputError(target, "", "not a readable validity.json, so it cannot be merged into; give another -o")
     return earlier
 
 
@@ -234,15 +234,21 @@ def validate(
     n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed; also the judge check's sample and judge seeds.")] = 0,
     cache: Annotated[bool, typer.Option(help="Answer repeated judge calls from the response cache.")] = True,
-    judge_check: Annotated[str | None, typer.Option(help="Rate a human-rated data set: epitome (docs/judges.md).")] = None,
+    judge_check: Annotated[str | None, typer.Option(
+        help="Rate a human-rated data set: epitome (docs/judges.md) or esconv (docs/validity.md).")] = None,
     panel: Annotated[list[Path] | None, typer.Option(help="Judge-check panel file; repeat to compare panels.")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Judge check: a stratified sample of N pairs per mechanism.")] = None,
-    data: Annotated[Path | None, typer.Option(help="Judge check: the folder holding the data set's files.")] = None,
+    limit: Annotated[int | None, typer.Option(
+        min=1, help="Judge check: N pairs per mechanism (epitome), N chats per file (esconv).")] = None,
+    data: Annotated[Path | None, typer.Option(help="Judge check or replay: the folder (or file) holding the data set.")] = None,
+    judge: Annotated[list[str] | None, typer.Option(
+        help="Judge check: a judge binding instead of --panel; repeat for several.")] = None,
+    user: Annotated[str | None, typer.Option(help="The simulator's binding, for a replay of the data set's seekers.")] = None,
+    split: Annotated[str, typer.Option(
+        help="ESConv's splits to read (test is held out): train,valid, any of train,valid,test, or all.")] = "train,valid",
+    dry_run: Annotated[bool, typer.Option(
+        help="ESConv judge check or replay: print the calls and cost it would take, and stop.")] = False,
     fidelity_replay: Annotated[str | None, typer.Option(
         help="Replay a data set's real help-seekers with the --user simulator: esconv (docs/validity.md).")] = None,
-    user: Annotated[str | None, typer.Option(help="The simulator's binding, as in `emobench run`.")] = None,
-    split: Annotated[str, typer.Option(help="ESConv splits read (comma-separated; all = with test).")] = "train,valid",
-    dry_run: Annotated[bool, typer.Option(help="Replay: print the calls, tokens and cost, call no model.")] = False,
 ) -> None:
     """Validity report: known groups, test–retest, judge–tracker and judge–human agreement; with
     --fidelity, the simulator against people; with --judge-check, the panel against a human-annotated data set."""
@@ -262,19 +268,26 @@ def validate(
             raise InputError("--human", "", "needs a run directory: the run's panel rates the file")
         with progress_bar() as tick:
             report = build_report(runs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed, tick=tick) if runs else {}
+        if user is not None and fidelity_replay is None:
+            raise InputError("--user", "", "only a replay of the data set's seekers (--fidelity-replay) uses the simulator")
         home = runs[0] if runs else fidelity[0] if fidelity else Path(".")
         target = out or home / "validity.json"
-        earlier = _earlier(target)
+        earlier = _earlier(target) if not dry_run else {}  # read first: a bad file stops before any work
         if fidelity is not None:
             from emobench.validation.fidelity import fidelity_report
 
             report["fidelity"] = fidelity_report(*fidelity, n_boot=n_boot, seed=seed)
         if judge_check is not None:
-            from emobench.validation.judge_check_cli import judge_check_report
+            from emobench.validation.judge_check_cli import KEYS, judge_check_report
 
-            report["judge_check"] = judge_check_report(
-                judge_check, panel or [], data, limit=limit, run_dirs=runs, root=ROOT, cache=responses,
-                log_dir=target.parent / "logs", seed=seed, n_boot=n_boot)
+            with progress_bar() as tick:
+                block = judge_check_report(
+                    judge_check, panel or [], data, limit=limit, run_dirs=runs, root=ROOT, cache=responses,
+                    log_dir=target.parent / "logs", seed=seed, n_boot=n_boot, judges=judge or [], splits=split,
+                    dry_run=dry_run, tick=tick)
+            if block is None:
+                return
+            report[KEYS[judge_check]] = block
         if fidelity_replay is not None:
             from emobench.validation.esconv_replay_cli import fidelity_replay_report
 
@@ -285,7 +298,8 @@ def validate(
             if replayed is None:
                 return
             report["fidelity_replay"] = replayed
-        target.write_text(json.dumps(earlier | report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        # Checks run before stay: a judge check added later keeps known groups, fidelity and other data sets.
+        target.write_text(json.dumps({**earlier, **report}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if "known_groups" in report:
         print_report(report, Console())
     if "fidelity" in report:
@@ -300,4 +314,8 @@ def validate(
         from emobench.validation.judge_check_cli import print_judge_check
 
         print_judge_check(report["judge_check"], Console())
+    if "judge_check_esconv" in report:
+        from emobench.validation.esconv_report import print_esconv
+
+        print_esconv(report["judge_check_esconv"], Console())
     Console(stderr=True).print(f"wrote {target}")

@@ -36,7 +36,7 @@ from emobench.registry.hashing import sha256_hex
 from emobench.registry.loader import read_yaml
 from emobench.run.runner import _caller
 from emobench.validation.esconv_data import EsconvChat
-from emobench.validation.stand_in import card_case
+from emobench.validation.stand_in import build_case
 
 STAND_IN = Path(__file__).with_name("esconv_seeker.yaml")
 RECORD_FIELDS = ("situation", "emotion_type", "problem_type", "initial_intensity")
@@ -126,7 +126,7 @@ def chat_case(spec: SeekerSpec, chat: EsconvChat) -> Case:
             node = node[name]
         node[leaf] = " ".join(template.render(values).split())
     card["scenario"]["opening"] = opening(chat) or card["scenario"]["opening"]
-    return card_case(card, spec.path, "esconv")
+    return build_case(card, spec.path, "esconv")
 
 
 class SimTurn(BaseModel):
