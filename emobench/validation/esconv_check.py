@@ -154,9 +154,9 @@ async def _rate(
             advance()
             return chat.chat_id, mean_scores([v for v, _ in results]), [c for _, cs in results for c in cs]
 
-        rated = await asyncio.gather(*(one_reply(c, chat_replies[c.chat_id][i]) for c in chats
-                                       for i in sorted(wanted[c.chat_id])))
-        whole = await asyncio.gather(*(one_chat(c) for c in chats))
+        rated, whole = await asyncio.gather(  # one queue: the gate keeps CONCURRENCY ratings in flight
+            asyncio.gather(*(one_reply(c, chat_replies[c.chat_id][i]) for c in chats for i in sorted(wanted[c.chat_id]))),
+            asyncio.gather(*(one_chat(c) for c in chats)))
         roles = [{"label": j.info.label, "model": j.info.model, "sampling": j.info.sampling.model_dump(mode="json")}
                  for j in judges]
     calls = [c for *_, cs in rated for c in cs] + [c for *_, cs in whole for c in cs]
