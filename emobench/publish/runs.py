@@ -94,9 +94,11 @@ def load_run(run_dir: Path, *, with_paths: bool = False) -> Run:
     pairwise = _read_parquet(run_dir / "pairwise.parquet", list(_PAIRWISE_COLUMNS))
     report = _read_json(run_dir / "report.json")
     validity = _read_json(run_dir / "validity.json")
-    judge_check = (validity or {}).get("judge_check")
-    if judge_check is not None:  # `emobench validate RUN --judge-check` wrote it beside the run's report
-        report = {**(report or {}), "judge_check": judge_check}
+    # `emobench validate RUN --judge-check` / `--fidelity-replay -o RUN/validity.json` wrote them beside the run's report
+    for key in ("judge_check", "judge_check_esconv", "fidelity_replay"):
+        block = (validity or {}).get(key)
+        if block is not None:
+            report = {**(report or {}), key: block}
     return Run(run_dir, man, scores, pairwise, report, validity)
 
 

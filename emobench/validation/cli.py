@@ -210,6 +210,19 @@ def print_report(report: dict[str, Any], console: Console) -> None:
                       f" over {row['n']} conversation(s)", soft_wrap=True)
 
 
+def _earlier(target: Path) -> dict[str, Any]:
+    """The validity.json already at target, to merge into (empty when there is none)."""
+    if not target.exists():
+        return {}
+    try:
+        earlier = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        earlier = None
+    if not isinstance(earlier, dict):
+        raise InputError(target, "", "not a readable validity.json, so it cannot be merged into; give another -o")
+    return earlier
+
+
 def validate(
     run_dirs: Annotated[list[Path] | None, typer.Argument(
         help="Scored run directories (several: seeds and reruns pool); optional with --fidelity or --judge-check.")] = None,
@@ -221,10 +234,21 @@ def validate(
     n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed; also the judge check's sample and judge seeds.")] = 0,
     cache: Annotated[bool, typer.Option(help="Answer repeated judge calls from the response cache.")] = True,
-    judge_check: Annotated[str | None, typer.Option(help="Rate a human-rated data set: epitome (docs/judges.md).")] = None,
+    judge_check: Annotated[str | None, typer.Option(
+        help="Rate a human-rated data set: epitome (docs/judges.md) or esconv (docs/validity.md).")] = None,
     panel: Annotated[list[Path] | None, typer.Option(help="Judge-check panel file; repeat to compare panels.")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Judge check: a stratified sample of N pairs per mechanism.")] = None,
-    data: Annotated[Path | None, typer.Option(help="Judge check: the folder holding the data set's files.")] = None,
+    limit: Annotated[int | None, typer.Option(
+        min=1, help="Judge check: N pairs per mechanism (epitome), N chats per file (esconv).")] = None,
+    data: Annotated[Path | None, typer.Option(help="Judge check or replay: the folder (or file) holding the data set.")] = None,
+    judge: Annotated[list[str] | None, typer.Option(
+        help="Judge check: a judge binding instead of --panel; repeat for several.")] = None,
+    user: Annotated[str | None, typer.Option(help="The simulator's binding, for a replay of the data set's seekers.")] = None,
+    split: Annotated[str, typer.Option(
+        help="ESConv's splits to read (test is held out): train,valid, any of train,valid,test, or all.")] = "train,valid",
+    dry_run: Annotated[bool, typer.Option(
+        help="ESConv judge check or replay: print the calls and cost it would take, and stop.")] = False,
+    fidelity_replay: Annotated[str | None, typer.Option(
+        help="Replay a data set's real help-seekers with the --user simulator: esconv (docs/validity.md).")] = None,
 ) -> None:
     """Validity report: known groups, test–retest, judge–tracker and judge–human agreement; with
     --fidelity, the simulator against people; with --judge-check, the panel against a human-annotated data set."""
@@ -238,33 +262,60 @@ def validate(
         if cache:
             responses = ResponseCache(Path(os.environ.get("EMOBENCH_RESPONSE_CACHE") or cache_root() / "responses.sqlite"))
         runs = run_dirs or []
-        if not runs and judge_check is None and fidelity is None:
+        if not runs and judge_check is None and fidelity is None and fidelity_replay is None:
             raise InputError("validate", "RUN_DIRS", "give scored run directories, --fidelity, --judge-check, or several")
         if human is not None and not runs:
             raise InputError("--human", "", "needs a run directory: the run's panel rates the file")
         with progress_bar() as tick:
             report = build_report(runs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed, tick=tick) if runs else {}
+        if user is not None and fidelity_replay is None:
+            raise InputError("--user", "", "only a replay of the data set's seekers (--fidelity-replay) uses the simulator")
         home = runs[0] if runs else fidelity[0] if fidelity else Path(".")
         target = out or home / "validity.json"
+        earlier = _earlier(target) if not dry_run else {}  # read first: a bad file stops before any work
         if fidelity is not None:
             from emobench.validation.fidelity import fidelity_report
 
             report["fidelity"] = fidelity_report(*fidelity, n_boot=n_boot, seed=seed)
         if judge_check is not None:
-            from emobench.validation.judge_check_cli import judge_check_report
+            from emobench.validation.judge_check_cli import KEYS, judge_check_report
 
-            report["judge_check"] = judge_check_report(
-                judge_check, panel or [], data, limit=limit, run_dirs=runs, root=ROOT, cache=responses,
-                log_dir=target.parent / "logs", seed=seed, n_boot=n_boot)
-        target.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            with progress_bar() as tick:
+                block = judge_check_report(
+                    judge_check, panel or [], data, limit=limit, run_dirs=runs, root=ROOT, cache=responses,
+                    log_dir=target.parent / "logs", seed=seed, n_boot=n_boot, judges=judge or [], splits=split,
+                    dry_run=dry_run, tick=tick)
+            if block is None:
+                return
+            report[KEYS[judge_check]] = block
+        if fidelity_replay is not None:
+            from emobench.validation.esconv_replay_cli import fidelity_replay_report
+
+            with progress_bar() as tick:
+                replayed = fidelity_replay_report(
+                    fidelity_replay, data, user, splits=split, limit=limit, seed=seed, n_boot=n_boot, root=ROOT,
+                    cache=responses, out_dir=target.parent, dry_run=dry_run, tick=tick)
+            if replayed is None:
+                return
+            report["fidelity_replay"] = replayed
+        # Checks run before stay: a judge check added later keeps known groups, fidelity and other data sets.
+        target.write_text(json.dumps({**earlier, **report}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if "known_groups" in report:
         print_report(report, Console())
     if "fidelity" in report:
         from emobench.validation.fidelity_report import print_fidelity
 
         print_fidelity(report["fidelity"], Console())
+    if "fidelity_replay" in report:
+        from emobench.validation.esconv_replay_cli import print_replay
+
+        print_replay(report["fidelity_replay"], Console())
     if "judge_check" in report:
         from emobench.validation.judge_check_cli import print_judge_check
 
         print_judge_check(report["judge_check"], Console())
+    if "judge_check_esconv" in report:
+        from emobench.validation.esconv_report import print_esconv
+
+        print_esconv(report["judge_check_esconv"], Console())
     Console(stderr=True).print(f"wrote {target}")

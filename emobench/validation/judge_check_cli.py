@@ -9,23 +9,30 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from emobench.cli_support import Tick
 from emobench.config import PanelConfig
 from emobench.endpoints.cache import ResponseCache
 from emobench.errors import InputError
 from emobench.library_paths import library_file
 from emobench.validation.epitome_data import MECHANISMS
 
-DATASETS = ("epitome",)
+DATASETS = ("epitome", "esconv")
+KEYS = {"epitome": "judge_check", "esconv": "judge_check_esconv"}  # validity.json's key for each
 DEFAULT_PANEL = Path("judges") / "panels" / "embedded.yaml"
 
 
-def _panels(paths: list[Path], run_dirs: list[Path], root: Path) -> list[tuple[str, PanelConfig]]:
-    """Each --panel file; without one, the first run's panel, else the embedded panel."""
-    from emobench.config import validate_config
+def _panels(paths: list[Path], judges: list[str], run_dirs: list[Path], root: Path) -> list[tuple[str, PanelConfig]]:
+    """Each --panel file, or one panel of the --judge bindings; else the first run's panel, else the embedded panel."""
+    from emobench.config import RoleConfig, validate_config
     from emobench.run.rescore import load_panel
     from emobench.rundir import RunDir
 
-    if paths:
+    if paths and judges:
+        raise InputError("--judge", "", "give --panel files or --judge bindings, not both")
+    if judges:
+        roles = [RoleConfig(binding=j, label=f"judge-{i}" if len(judges) > 1 else None) for i, j in enumerate(judges)]
+        panels = [("+".join(judges), PanelConfig(name="judges", judges=roles))]
+    elif paths:
         panels = [(p.stem, load_panel(library_file(p))) for p in paths]
     elif run_dirs:
         rd = RunDir(run_dirs[0])
@@ -42,18 +49,45 @@ def _panels(paths: list[Path], run_dirs: list[Path], root: Path) -> list[tuple[s
 
 def judge_check_report(
     dataset: str, panel_paths: list[Path], data_dir: Path | None, *, limit: int | None, run_dirs: list[Path],
-    root: Path, cache: ResponseCache | None, log_dir: Path, seed: int, n_boot: int,
-) -> dict[str, Any]:
-    from emobench.validation.epitome_check import judge_check
-    from emobench.validation.epitome_data import read_epitome
-
+    root: Path, cache: ResponseCache | None, log_dir: Path, seed: int, n_boot: int, judges: list[str] | None = None,
+    splits: str = "train,valid", dry_run: bool = False, tick: Tick | None = None,
+) -> dict[str, Any] | None:
+    """The data set's block for validity.json; None after a dry run, which only prints."""
     if dataset not in DATASETS:
         raise InputError("--judge-check", "", f"unknown data set {dataset!r}; use {', '.join(DATASETS)}")
     if data_dir is None:
-        raise InputError("--data", "", "missing: pass the folder holding the EPITOME CSV files (docs/judges.md)")
+        what = "the EPITOME CSV files (docs/judges.md)" if dataset == "epitome" else "ESConv (docs/validity.md)"
+        raise InputError("--data", "", f"missing: pass the folder holding {what}")
+    if dataset == "esconv":
+        return _esconv(panel_paths, data_dir, judges or [], limit=limit, run_dirs=run_dirs, root=root, cache=cache,
+                       log_dir=log_dir, seed=seed, n_boot=n_boot, splits=splits, dry_run=dry_run, tick=tick)
+    if dry_run:
+        raise InputError("--dry-run", "", "for --judge-check esconv only")
+    from emobench.validation.epitome_check import judge_check
+    from emobench.validation.epitome_data import read_epitome
+
     data = read_epitome(data_dir)
-    panels = _panels(panel_paths, run_dirs, root)
+    panels = _panels(panel_paths, judges or [], run_dirs, root)
     return judge_check(data, data_dir, panels, limit=limit, root=root, cache=cache, log_dir=log_dir, seed=seed, n_boot=n_boot)
+
+
+def _esconv(
+    panel_paths: list[Path], data_dir: Path, judges: list[str], *, limit: int | None, run_dirs: list[Path], root: Path,
+    cache: ResponseCache | None, log_dir: Path, seed: int, n_boot: int, splits: str, dry_run: bool, tick: Tick | None,
+) -> dict[str, Any] | None:
+    from emobench.validation.esconv_check import Inputs, judge_check_esconv
+    from emobench.validation.esconv_data import load_esconv, parse_splits
+    from emobench.validation.esconv_report import estimate, print_estimate
+
+    chosen = parse_splits(splits)
+    sample = load_esconv(data_dir, splits=chosen, limit=limit, seed=seed)
+    panels = _panels(panel_paths, judges, run_dirs, root)
+    if dry_run:
+        inp = Inputs(sample, root)
+        print_estimate(inp, estimate(inp, panels, root), Console())
+        return None
+    return judge_check_esconv(sample, panels, root=root, cache=cache, log_dir=log_dir, seed=seed, n_boot=n_boot,
+                              splits=chosen, limit=limit, tick=tick)
 
 
 def _ci(stat: dict[str, Any] | None) -> str:
