@@ -54,6 +54,7 @@ def build_case(case: EmpaCase, meta: dict[str, str]) -> Case:
         {
             "id": f"empa-{slug}",
             "version": 1,
+            "language": "zh",  # EMPA's cases and dialogues are Chinese
             "name": "User",
             "age": 30,
             "identity": f"EMPA case {case.script_id}",
@@ -71,6 +72,7 @@ def build_case(case: EmpaCase, meta: dict[str, str]) -> Case:
         {
             "id": f"empa-{slug}",
             "version": 1,
+            "language": "zh",
             "category": meta.get("Category", "").strip().lower(),
             "topic": f"EMPA case {case.script_id}",
             "hidden_need": case.story_outcome or _UNRECORDED,

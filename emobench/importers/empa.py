@@ -101,6 +101,7 @@ def to_episode(empa: EmpaCase, case: Case, version: str, config_hash: str, quirk
         persona_id=case.persona.id,
         seed=0,
         split=SPLIT,
+        language=case.language,
         p0=tuple(float(x) for x in empa.p0),  # type: ignore[arg-type]
         turns=turns,
         final_meter=float(case.persona.meter_start),
