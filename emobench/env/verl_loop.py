@@ -170,7 +170,7 @@ class EmobenchAgentLoop(AgentLoopBase):
             # verl needs a number for every trajectory: an episode with no computable reward counts 0,
             # and reward_extra_info's no_reward says which ones those were.
             reward_score=total if total is not None else 0.0,
-            num_turns=2 * len(steps) + 1,
+            num_turns=2 * len(steps),  # a user message and a reply per step
             metrics=AgentLoopMetrics(generate_sequences=metrics.get("generate_sequences", 0.0)),
             extra_fields={
                 "turn_scores": [s.reward for s in steps],
