@@ -64,7 +64,7 @@ class RoleConfig(_Config):
     # (emobench/endpoints/keys.py).
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     price: Price | None = None  # for the cost line of the accounting
-    # Appended to the vLLM server command of a ``vllm:`` binding, e.g. ["--tensor-parallel-size", "2"].
+    # Appended to the vLLM server command of a ``vllm:`` binding, e.g. ["--max-model-len", "16384"].
     server_args: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     parallel: ParallelConfig | None = None  # vllm: bindings only; becomes vLLM's own flags
 
