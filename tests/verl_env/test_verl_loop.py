@@ -188,3 +188,12 @@ def test_vllm_roles_and_rows_without_an_episode_are_refused_in_one_line(tmp_path
     with pytest.raises(InputError, match="extra_info"):
         verl_loop.episode_of({"index": 3})
     assert verl_loop.episode_of({"case_id": "demo4-01", "seed": 2}) == ("demo4-01", 2)
+
+
+def test_the_registry_entry_overrides_the_training_config(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "env.yaml", "http://127.0.0.1:9/v1", max_turns=6, reward={"meter": 0.5})
+    config, rewards = verl_loop.load_env_config(cfg, {"max_turns": 2, "reward": {"dense": 0.0}})
+    assert config.max_turns == 2 and rewards.dense == 0.0 and rewards.meter == 0.0  # a section is replaced whole
+    with pytest.raises(InputError) as err:
+        verl_loop.load_env_config(cfg, {"reward": {"densee": 1.0}})
+    assert str(err.value).startswith(f"{cfg}: reward.densee: ")
