@@ -133,7 +133,6 @@ class EmobenchAgentLoop(AgentLoopBase):
         env = host.make()
         messages = await env.reset(host.case(case_id), seed)
         tokens = await self.ct_build_initial_tokens(messages)
-        prompt_len = len(tokens)
         mask: list[int] = []
         logprobs: list[float] | None = [] if sampling_params.get("logprobs") else None
         steps: list[StepResult] = []
@@ -162,6 +161,7 @@ class EmobenchAgentLoop(AgentLoopBase):
         info = episode_summary(steps, truncated)
         total = _total([s.reward for s in steps])
         cut = self.response_length
+        prompt_len = len(tokens) - len(mask)  # as verl's own loops: a merge may trim the prompt's last tokens
         return AgentLoopOutput(
             prompt_ids=tokens[:prompt_len],
             response_ids=tokens[prompt_len:][:cut],
