@@ -64,6 +64,15 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
+def verl(session: nox.Session) -> None:
+    """The verl agent-loop tests, in verl's own environment (.venv-verl: verl's transformers pin
+    conflicts with vLLM's CPU build). The tests session runs them too, through tests/test_verl.py."""
+    session.run("bash", "scripts/setup-verl-env.sh", ".venv-verl", external=True)
+    session.env.update({"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": os.getcwd()})
+    session.run(".venv-verl/bin/python", "-m", "pytest", "-q", "tests/verl_env", *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none")
 def demo(session: nox.Session) -> None:
     """A small benchmark on the embedded model, served by a real vLLM server (offline, CPU)."""
     _env(session)

@@ -12,11 +12,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from emobench.endpoints.binding import parse_binding
+from emobench.endpoints.vllm_server import parallel_clash
 from emobench.episode.roles import Limits
 from emobench.errors import InputError
 from emobench.library_paths import library_file, library_root
 from emobench.profiles import DEFAULT_PROFILE, ProfileName
-from emobench.records import Sampling
+from emobench.records import ParallelLayout, Sampling
 from emobench.registry.yaml_io import load_capped
 
 # Counts are bounded so that the config hash (orjson: 64-bit integers) and the clients take them.
@@ -24,8 +25,10 @@ INT64 = 2**63
 Seed = Annotated[int, Field(ge=0, lt=INT64)]
 
 # Fields that change how fast a run goes but not what it produces; kept out of the hash.
-# local_split is a folder's path: its cards count through the registry version instead.
-OPERATIONAL = {"local_split", "max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price", "play"}
+# local_split is a folder's path: its cards count through the registry version instead. A vllm:
+# server's parallel layout is one: the same model on more devices (recorded in the role's info).
+OPERATIONAL = {"local_split", "max_concurrency", "timeout_s", "retries", "concurrency", "api_key_env", "price", "play",
+               "parallel"}
 
 
 class _Config(BaseModel):
@@ -39,6 +42,19 @@ class Price(_Config):
     output_per_mtok: float = Field(ge=0)
 
 
+class ParallelConfig(_Config):
+    """A vllm: binding's layout (docs/scale.md): vLLM's tensor, pipeline and data parallel sizes,
+    and the executor that places the workers (ray: across the nodes of a running Ray cluster)."""
+
+    tensor: int = Field(default=1, ge=1, le=4096)
+    pipeline: int = Field(default=1, ge=1, le=4096)
+    data: int = Field(default=1, ge=1, le=4096)
+    executor: Literal["mp", "ray"] | None = None
+
+    def layout(self) -> ParallelLayout:
+        return ParallelLayout.model_validate(self.model_dump())
+
+
 class RoleConfig(_Config):
     binding: str
     label: str | None = None
@@ -50,8 +66,9 @@ class RoleConfig(_Config):
     # (emobench/endpoints/keys.py).
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     price: Price | None = None  # for the cost line of the accounting
-    # Appended to the vLLM server command of a ``vllm:`` binding, e.g. ["--tensor-parallel-size", "2"].
+    # Appended to the vLLM server command of a ``vllm:`` binding, e.g. ["--max-model-len", "16384"].
     server_args: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    parallel: ParallelConfig | None = None  # vllm: bindings only; becomes vLLM's own flags
 
     @property
     def name(self) -> str:
@@ -227,7 +244,13 @@ def validate_config(data: dict[str, Any], source: str | Path, root: Path | None 
         field, msg = _first_error(exc, (*RunConfig.model_fields, *FILE_KEYS))
         raise InputError(source, field, msg) from None
     for field, role in config.bindings():
-        parse_binding(role.binding, source=str(source), field=f"{field}.binding")
+        binding = parse_binding(role.binding, source=str(source), field=f"{field}.binding")
+        if role.parallel is not None and binding.kind != "vllm":
+            raise InputError(source, f"{field}.parallel", f"applies to vllm: bindings, which emobench starts; "
+                             f"{binding.kind}: servers keep the layout they were started with")
+        clash = parallel_clash(role.server_args) if role.parallel is not None else None
+        if clash is not None:
+            raise InputError(source, f"{field}.server_args", f"{clash} is set by parallel; give the layout there only")
     for field, roles in (("subjects", config.subjects), ("panel.judges", config.judges)):
         labels = [r.name for r in roles]
         if len(set(labels)) != len(labels):

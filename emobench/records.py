@@ -117,6 +117,15 @@ class Turn(Record):
     director: DirectorAction | None = None
 
 
+class ParallelLayout(Record):
+    """How a vllm: server spreads its model over devices and nodes (vLLM's own parallelism)."""
+
+    tensor: int = 1
+    pipeline: int = 1
+    data: int = 1
+    executor: Literal["mp", "ray"] | None = None  # None: vLLM chooses (mp on one node)
+
+
 class RoleInfo(Record):
     label: str
     model: str
@@ -124,6 +133,7 @@ class RoleInfo(Record):
     sampling: Sampling
     structured_output: str = "portable"  # which form structured requests take (endpoints/structured.py)
     served_dtype: str | None = None  # a vllm: server's weights dtype, where emobench chose or was told it
+    parallel: ParallelLayout | None = None  # a vllm: server's layout, where the config set one
 
 
 class HumanSeat(Record):

@@ -27,14 +27,14 @@ sys.path.insert(0, str(ROOT))
 
 from emobench import cli  # noqa: E402
 from emobench.cli_support import EXIT_CODES, LazyGroup  # noqa: E402
-from emobench.config import FILE_KEYS, PanelConfig, PlayConfig, Price, RoleConfig, RunConfig  # noqa: E402
+from emobench.config import FILE_KEYS, PanelConfig, ParallelConfig, PlayConfig, Price, RoleConfig, RunConfig  # noqa: E402
 from emobench.records import Sampling  # noqa: E402
 from emobench.run import flags as run_flags  # noqa: E402
 
 TARGET = ROOT / "docs" / "reference.md"
 MODELS: tuple[tuple[str, type[BaseModel]], ...] = (
-    ("Top level", RunConfig), ("Role", RoleConfig), ("Sampling", Sampling), ("Price", Price), ("Panel", PanelConfig),
-    ("Play", PlayConfig),
+    ("Top level", RunConfig), ("Role", RoleConfig), ("Sampling", Sampling), ("Price", Price), ("Parallel", ParallelConfig),
+    ("Panel", PanelConfig), ("Play", PlayConfig),
 )
 # Top-level keys a config file may hold that the loaded config folds into its fields (type, default,
 # bounds, meaning); emobench.config.FILE_KEYS lists them, "judges" under `panel`.
@@ -88,7 +88,16 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "price": "The role's [price](#price), for the cost in the run report and `run --dry-run`; "
                  "unset, the dry run reads litellm's price map.",
         "server_args": "`vllm:` bindings only: arguments appended to the vLLM server command emobench starts, "
-                       "e.g. `[\"--tensor-parallel-size\", \"2\"]`; a `--dtype` here also names the served dtype.",
+                       "e.g. `[\"--max-model-len\", \"16384\"]`; a `--dtype` here also names the served dtype.",
+        "parallel": "`vllm:` bindings only: the server's [parallel](#parallel) layout across GPUs and nodes "
+                    "(docs/scale.md); recorded in the role's info, not part of the config hash.",
+    },
+    ParallelConfig: {
+        "tensor": "`--tensor-parallel-size`: each layer split over this many GPUs.",
+        "pipeline": "`--pipeline-parallel-size`: the layers cut into this many stages (across nodes with `ray`).",
+        "data": "`--data-parallel-size`: this many copies of the model.",
+        "executor": "`--distributed-executor-backend` (and `--data-parallel-backend` when `data` > 1): `mp` on "
+                    "this node, `ray` across a running Ray cluster; unset, vLLM chooses.",
     },
     Sampling: {
         "temperature": "Sampling temperature.",

@@ -22,7 +22,7 @@ import yarl
 
 from emobench.endpoints.binding import Binding, parse_binding
 from emobench.errors import InputError
-from emobench.records import Sampling
+from emobench.records import ParallelLayout, Sampling
 
 OPENAI_HOST = "api.openai.com"
 OPENAI_KEY = "OPENAI_API_KEY"
@@ -31,6 +31,10 @@ OPENAI_BASE = "https://api.openai.com/v1"
 NO_KEY = "no-key"
 # The litellm providers that fall back to OPENAI_API_KEY and OPENAI_BASE_URL / OPENAI_API_BASE.
 _OPENAI_FAMILY = {"openai", "text-completion-openai", "aiohttp_openai", "custom_openai"}
+
+
+class ParallelSettings(Protocol):
+    def layout(self) -> ParallelLayout: ...
 
 
 class RoleSettings(Protocol):
@@ -52,6 +56,8 @@ class RoleSettings(Protocol):
     def api_key_env(self) -> str | None: ...
     @property
     def server_args(self) -> Sequence[str]: ...
+    @property
+    def parallel(self) -> ParallelSettings | None: ...
 
 
 def host(url: str) -> str:

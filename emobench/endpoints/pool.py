@@ -6,6 +6,7 @@ or retry budget they did not ask for.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -21,8 +22,8 @@ from emobench.endpoints.litellm_client import LiteLLMClient
 from emobench.endpoints.reach import Unreachable, list_models
 from emobench.endpoints.scripted import ENDPOINT, ScriptedClient
 from emobench.endpoints.structured import VLLM_BOUNDED_SERVER_ARGS, BoundedEndpoint, StructuredForm
-from emobench.endpoints.vllm_server import vllm_server
-from emobench.errors import EndpointError
+from emobench.endpoints.vllm_server import parallel_args, vllm_server
+from emobench.errors import EndpointError, InputError
 from emobench.records import RoleInfo
 
 
@@ -94,9 +95,13 @@ class EndpointPool:
             self._clients.append(client)
             endpoint = ENDPOINT
         elif binding.kind == "vllm":
-            base, served, dtype = await self._vllm(binding.model, tuple(role.server_args))
+            layout = role.parallel.layout() if role.parallel is not None else None
+            if layout is not None and layout.executor == "ray" and importlib.util.find_spec("ray") is None:
+                raise InputError(role.name, "parallel.executor", "ray needs Ray installed beside vLLM (pip install ray)")
+            server_args = (*parallel_args(layout), *role.server_args)
+            base, served, dtype = await self._vllm(binding.model, server_args)
             # Answers of two dtypes (or two server settings) never share cache entries.
-            identity = " ".join((binding.spec, *(("--dtype", dtype) if dtype else ()), *role.server_args))
+            identity = " ".join((binding.spec, *(("--dtype", dtype) if dtype else ()), *server_args))
             client = self._client(
                 identity,
                 lambda: OpenAICompatClient(
@@ -141,6 +146,7 @@ class EndpointPool:
             sampling=role.sampling,
             structured_output=form,
             served_dtype=dtype,
+            parallel=role.parallel.layout() if binding.kind == "vllm" and role.parallel is not None else None,
         )
 
     def clients(self) -> list[ChatEndpoint]:

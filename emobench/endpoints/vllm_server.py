@@ -17,6 +17,7 @@ from pathlib import Path
 import aiohttp
 
 from emobench.errors import EndpointError
+from emobench.records import ParallelLayout
 
 
 def free_port() -> int:
@@ -67,6 +68,31 @@ def server_command(model: str, served_name: str, port: int, extra_args: Sequence
         # gets HTTP 500 (seen here mid-benchmark). Whole prefills only, then.
         cmd += ["--no-enable-chunked-prefill", "--max-num-batched-tokens", CPU_MAX_MODEL_LEN]
     return cmd + list(extra_args)
+
+
+# vLLM's flags for what a role's `parallel:` sets; server_args may not set them a second time.
+PARALLEL_FLAGS = (
+    "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp",
+    "--distributed-executor-backend", "--data-parallel-backend", "-dpb",
+)
+
+
+def parallel_args(layout: ParallelLayout | None) -> list[str]:
+    """vLLM's own flags for a layout, every size stated so the command shows the whole layout."""
+    if layout is None:
+        return []
+    args = ["--tensor-parallel-size", str(layout.tensor), "--pipeline-parallel-size", str(layout.pipeline),
+            "--data-parallel-size", str(layout.data)]
+    if layout.executor is not None:
+        args += ["--distributed-executor-backend", layout.executor]
+        if layout.data > 1:  # the data-parallel ranks are placed by the same backend (Ray: across nodes)
+            args += ["--data-parallel-backend", layout.executor]
+    return args
+
+
+def parallel_clash(server_args: Sequence[str]) -> str | None:
+    """The first of server_args that `parallel:` sets, as written, or None."""
+    return next((arg for arg in server_args if arg.split("=", 1)[0] in PARALLEL_FLAGS), None)
 
 
 def server_env(environ: dict[str, str], cores: int | None = None) -> dict[str, str]:
