@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from emobench.registry.card_files import load_persona, split_language
 from emobench.registry.cli import app
 from emobench.registry.hashing import card_hash
-from emobench.registry.loader import load_persona, load_registry, split_language
+from emobench.registry.loader import load_registry
 from emobench.registry.models import PersonaCard
 from tests.test_registry_edition3 import one_validate_error, replace
 

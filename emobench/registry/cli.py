@@ -13,6 +13,7 @@ from rich.table import Table
 from emobench.cli_support import SPLITS, one_line_errors
 from emobench.errors import InputError
 from emobench.library_paths import library_root
+from emobench.registry.card_files import OTHER_LANGUAGES
 from emobench.registry.edition4 import overlap_rows
 from emobench.registry.filters import (
     MIN_COUNTERFACTUAL_SETS,
@@ -22,7 +23,6 @@ from emobench.registry.filters import (
     stratum_count,
 )
 from emobench.registry.loader import (
-    OTHER_LANGUAGES,
     Registry,
     load_library_info,
     load_persona,

@@ -33,7 +33,7 @@ from emobench.prompts import PromptTemplate
 from emobench.records import Sampling
 from emobench.registry import Case
 from emobench.registry.hashing import sha256_hex
-from emobench.registry.loader import read_yaml
+from emobench.registry.yaml_io import read_yaml
 from emobench.run.runner import _caller
 from emobench.validation.esconv_data import EsconvChat
 from emobench.validation.stand_in import build_case

@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from emobench.publish.columns import atomic_write, page_environment, short_version
 from emobench.publish.plots import subject_colors
-from emobench.registry.loader import split_language
+from emobench.registry.card_files import split_language
 from emobench.viewer.episodes import EpisodeRow, EpisodeView, RunView, flag_summary
 from emobench.viewer.run_plots import summary_plot
 
