@@ -86,6 +86,24 @@ def test_a_real_episode_on_real_vllm(vllm_url: str, tmp_path: Path) -> None:
         assert 0 <= scores.loc[0, "epmq"] <= 100
 
 
+def test_a_chinese_case_completes_on_real_vllm(vllm_url: str, tmp_path: Path) -> None:
+    """SmolLM2-135M has essentially no Chinese: this checks that the pipeline completes a
+    Chinese case on a real server with the Chinese templates, not what the model says."""
+    config = validate_config(_config(vllm_url, split="demo-zh"), "test")
+    result = asyncio.run(run_benchmark(config, tmp_path / "run", show_progress=False))
+    rd = RunDir(result.run_dir)
+    [episode] = finalize_run(rd, load_registry(ROOT))
+    assert episode.language == "zh" and episode.case_id.startswith("demozh-") and episode.turns
+    assert {c.endpoint for c in episode.calls} == {vllm_url}
+    manifest = rd.read_manifest()
+    assert manifest["templates_language"]["prompts"] == "zh" and manifest["language"] == "zh"
+    assert manifest["prompt_versions"]["simulator"].startswith("zh-")
+    assert manifest["prompt_versions"]["judge"].startswith("zh-")
+    scores = pd.read_parquet(rd.scores)
+    assert list(scores["language"]) == ["zh"] and scores.loc[0, "trackers_absent"].startswith("trackers: not run for zh")
+    assert scores["valence_path"].isna().all() and scores["final_meter"].notna().all()
+
+
 def test_emobench_run_launches_and_stops_its_own_vllm_server(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,
