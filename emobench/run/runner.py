@@ -77,6 +77,7 @@ def manifest(
         "config": config.model_dump(mode="json"),
         "config_hash": config.config_hash(),
         "split": config.split,
+        "language": language,  # from the start, so a run that never finishes still says it
         "registry_version": registry_version,
         "prompt_versions": prompt_versions(prompts),
         # Which language's templates played and judged the cases: the judges' may be pinned.
