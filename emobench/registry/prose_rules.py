@@ -8,9 +8,10 @@ Each check yields one InputError per problem, naming the file and the field, as 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeVar
 
 from emobench.errors import InputError
 from emobench.registry.loader import Registry, display_path
@@ -89,7 +90,17 @@ def case_fields(reg: Registry, case: Case) -> list[Field]:
     return out
 
 
-def check_prose(reg: Registry) -> Iterator[InputError]:
+PersonT = TypeVar("PersonT")
+
+
+def each_field_once(
+    reg: Registry,
+    people: Callable[[Persona, Scenario | None], list[PersonT]],
+    problems: Callable[[Registry, Persona, list[PersonT], Field, bool], Iterator[InputError]],
+    generations: Callable[[Registry, Persona], Iterator[InputError]],
+) -> Iterator[InputError]:
+    """Every prose field of the edition read once against the people it may name: a case's own
+    text, each persona's card once, each scenario once per player; each problem said once."""
     seen: set[str] = set()
     checked_personas: set[str] = set()
     checked_pairs: set[tuple[str, str]] = set()
@@ -99,17 +110,21 @@ def check_prose(reg: Registry) -> Iterator[InputError]:
         if persona.id not in checked_personas:
             checked_personas.add(persona.id)
             batches.append((persona_fields(reg, persona), None))
-            yield from _generations(reg, persona)
+            yield from generations(reg, persona)
         if (scenario.id, persona.id) not in checked_pairs:
             checked_pairs.add((scenario.id, persona.id))
             batches.append((scenario_fields(reg, scenario), scenario))
         for fields, cast in batches:
-            people = people_of(persona, cast)
+            known = people(persona, cast)
             for field in fields:
-                for problem in _field_problems(reg, persona, people, field, cast is not None):
+                for problem in problems(reg, persona, known, field, cast is not None):
                     if str(problem) not in seen:  # a scenario's text is read for each player
                         seen.add(str(problem))
                         yield problem
+
+
+def check_prose(reg: Registry) -> Iterator[InputError]:
+    yield from each_field_once(reg, people_of, _field_problems, _generations)
     yield from _pronouns(reg)
 
 

@@ -14,7 +14,7 @@ from functools import cache
 from emobench.errors import InputError
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import Persona, Scenario
-from emobench.registry.prose_rules import Field, case_fields, persona_fields, scenario_fields
+from emobench.registry.prose_rules import Field, each_field_once
 from emobench.registry.zh_words import NUM, PROSE_WORDS_ZH, data, parse_number, relation_group, strings, tagged
 
 AGE_SLACK = 1  # a stated age may be a year off the birth year (the birthday may be to come)
@@ -86,26 +86,7 @@ def _first(key: str, text: str, **fill: str) -> re.Match[str] | None:
 
 
 def check_zh_prose(reg: Registry) -> Iterator[InputError]:
-    seen: set[str] = set()
-    pairs: set[tuple[str, str]] = set()
-    personas: set[str] = set()
-    for case in reg.edition_cases():
-        persona, scenario = case.persona, case.scenario
-        batches: list[tuple[list[Field], Scenario | None]] = [(case_fields(reg, case), scenario)]
-        if persona.id not in personas:
-            personas.add(persona.id)
-            batches.append((persona_fields(reg, persona), None))
-            yield from _generations(reg, persona)
-        if (scenario.id, persona.id) not in pairs:
-            pairs.add((scenario.id, persona.id))
-            batches.append((scenario_fields(reg, scenario), scenario))
-        for fields, cast in batches:
-            people = people_of(persona, cast)
-            for field in fields:
-                for problem in _problems(reg, persona, people, field, cast is not None):
-                    if str(problem) not in seen:  # a scenario's text is read for each player
-                        seen.add(str(problem))
-                        yield problem
+    yield from each_field_once(reg, people_of, _problems, _generations)
 
 
 def _problems(reg: Registry, persona: Persona, people: list[Person], field: Field,
