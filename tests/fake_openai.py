@@ -101,6 +101,7 @@ class FakeState:
     dead: bool = False
     prefix: str = "/v1"  # the base URL's path
     models: tuple[str, ...] = ()  # what GET /models lists
+    roots: dict[str, str] = field(default_factory=dict)  # a listed model's "root", as vLLM names its folder
     key: str | None = None  # the bearer key it expects, if any
     open_models: bool = False  # GET /models answers without the key (as some hosts do)
     gets: list[dict[str, Any]] = field(default_factory=list)
@@ -142,7 +143,8 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             if not state.open_models and self._refused():
                 return
             if self.path == f"{state.prefix}/models":
-                listed = [{"id": m, "object": "model"} for m in state.models]
+                listed = [{"id": m, "object": "model", **({"root": state.roots[m]} if m in state.roots else {})}
+                          for m in state.models]
                 return self._send(200, json.dumps({"object": "list", "data": listed}).encode())
             self._send(200, b'{"status":"ok"}')
 

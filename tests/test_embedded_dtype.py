@@ -12,7 +12,7 @@ import pytest
 from emobench.config import RoleConfig
 from emobench.endpoints import embedded, pool
 from emobench.endpoints.cache import CachedEndpoint, ResponseCache
-from emobench.errors import InputError
+from emobench.errors import EndpointError, InputError
 from tests.fake_openai import FakeOpenAIServer, FakeState
 
 AVX2_ONLY = frozenset({"fpu", "sse4_2", "avx", "avx2", "fma"})
@@ -119,3 +119,37 @@ def test_server_args_reach_the_server_and_name_the_dtype(monkeypatch: pytest.Mon
     assert qwen_model == "Qwen/Qwen2.5-7B-Instruct" and qwen_args[-2:] == ("--tensor-parallel-size", "2")
     assert "--dtype" not in qwen_args  # vLLM chooses; the manifest says so with None
     assert [info.served_dtype for _, info in resolved] == ["bfloat16", None]
+
+
+def test_a_running_embedded_server_is_used_only_when_it_serves_the_embedded_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    launches = _Launches()
+    monkeypatch.setattr(pool, "vllm_server", launches.server)
+    monkeypatch.setattr(embedded, "prepare_embedded_model", lambda dtype: Path(f"/cache/smollm2-{dtype}"))
+    monkeypatch.setattr(embedded, "served_dtype", lambda: "float32")
+    monkeypatch.setattr(pool, "prepare_embedded_model", launches.prepare)
+
+    async def resolve(*roles: RoleConfig) -> list:
+        async with contextlib.AsyncExitStack() as stack:
+            endpoints = pool.EndpointPool(stack, tmp_path)
+            return [info for _, info in [await endpoints.resolve(role) for role in roles]]
+
+    name = embedded.SERVED_NAME
+    with FakeOpenAIServer(FakeState(models=(name,), roots={name: "/cache/smollm2-float32"})) as running:
+        monkeypatch.setenv(embedded.URL_ENV, running.base_url)
+        infos = asyncio.run(resolve(RoleConfig(binding="vllm:embedded"), RoleConfig(binding="vllm:embedded", label="judge")))
+        assert launches.servers == [] and running.state.gets  # no server started; the running one was asked
+        assert {(i.endpoint, i.served_dtype, i.structured_output) for i in infos} == {
+            (f"vllm:embedded ({running.base_url})", "float32", "bounded")}
+        # A role with server options of its own gets a server of its own.
+        asyncio.run(resolve(RoleConfig(binding="vllm:embedded", server_args=["--max-num-seqs", "4"])))
+        assert len(launches.servers) == 1
+        running.state.roots[name] = "/cache/smollm2-bfloat16"  # the other dtype's folder: not what this machine serves
+        with pytest.raises(EndpointError, match=r"EMOBENCH_EMBEDDED_URL: serves /cache/smollm2-bfloat16, not the embedded "
+                                                r"model in float32 \(/cache/smollm2-float32\)") as refused:
+            asyncio.run(resolve(RoleConfig(binding="vllm:embedded")))
+        assert running.base_url in str(refused.value) and "\n" not in str(refused.value)
+    monkeypatch.setenv(embedded.URL_ENV, "http://127.0.0.1:9/v1")
+    with pytest.raises(EndpointError, match=r"EMOBENCH_EMBEDDED_URL: GET http://127.0.0.1:9/v1/models failed"):
+        asyncio.run(resolve(RoleConfig(binding="vllm:embedded")))

