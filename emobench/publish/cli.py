@@ -56,7 +56,7 @@ def build(
     console = Console()
     render_table(table, console)
     written = "leaderboard.parquet, cases.parquet" + (" and index.html" if html else "")
-    console.print(f"wrote {written} to {out}")
+    console.print(f"wrote {written} to {out}", soft_wrap=True)
 
 
 @leaderboard_app.command("show")

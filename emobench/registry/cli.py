@@ -46,7 +46,12 @@ from emobench.registry.story_shape import asking_shares, shape_shares
 app = typer.Typer(
     help="Browse and check the scenario and persona library.", no_args_is_help=True
 )
-console = Console()
+
+
+def console() -> Console:
+    # Built per use: one built at import keeps the width COLUMNS had then.
+    return Console()
+
 
 DEFAULT_ROOT = library_root()
 RootOpt = Annotated[
@@ -57,7 +62,7 @@ RootOpt = Annotated[
 
 def _say(text: str) -> None:
     # Card text is data, not rich markup: "[...]" in a card must print as written.
-    console.print(text, markup=False, highlight=False)
+    console().print(text, markup=False, highlight=False)
 
 
 def _fmt_p0(case: Case) -> str:
@@ -104,7 +109,7 @@ def list_cases(
                "‖P0‖": f"{case.p0_norm:.1f}", "difficulty": case.difficulty,
                "cf": "✓" if case.counterfactual_set else ""}
         table.add_row(*(row[column] for column in columns))
-    console.print(table)
+    console().print(table)
 
 
 @app.command()
@@ -115,7 +120,7 @@ def show(
     """Show one case: both cards, the IEDR levels, P0, difficulty and dominant axis."""
     case = load_registry(root).case(case_id)
     sc, pe = case.scenario, case.persona
-    console.print(f"[bold]{case.id}[/bold]  split={case.split}  hash={case.content_hash[:16]}")
+    console().print(f"[bold]{case.id}[/bold]  split={case.split}  hash={case.content_hash[:16]}")
     _say(f"P0 = {_fmt_p0(case)}   ‖P0‖ = {case.p0_norm:.2f}   difficulty = {case.difficulty}   "
          f"dominant axis = {case.dominant_axis}   counterfactual set = {case.counterfactual_set or '-'}")
     levels = case.iedr.model_dump()
@@ -123,9 +128,9 @@ def show(
     for item in levels:
         iedr.add_column(item, justify="center")
     iedr.add_row(*(str(v) for v in levels.values()))
-    console.print(iedr)
+    console().print(iedr)
 
-    console.print(f"\n[bold]Scenario[/bold] {sc.id} v{sc.version}")
+    console().print(f"\n[bold]Scenario[/bold] {sc.id} v{sc.version}")
     _say(f"category: {sc.category}   valence: {case.valence}"
          f"{'   (professional help)' if sc.professional_help else ''}")
     _say(f"topic: {sc.topic}\nhidden need: {case.hidden_need}")
@@ -135,7 +140,7 @@ def show(
         _say(f"  memory ({memory.period}): {memory.text}")
     _say(f"opening: {case.opening}")
 
-    console.print(f"\n[bold]Persona[/bold] {pe.id} v{pe.version}")
+    console().print(f"\n[bold]Persona[/bold] {pe.id} v{pe.version}")
     _say(f"{pe.name}, {pe.age}. {pe.identity}\n{pe.background}")
     _say("big five: " + ", ".join(f"{t} {v}" for t, v in pe.big_five.items()))
     _say(f"style: {pe.style.length}; {pe.style.register}; " + "; ".join(pe.style.habits))
@@ -254,7 +259,7 @@ def stats(
     if language is not None and language != DEFAULT_LANGUAGE and split_language(split) != language:
         split = f"{split}-{language}"
     table, all_met = _stats_table(reg, split)
-    console.print(table)
-    console.print("all targets met" if all_met else "[red]some targets missed[/red]")
+    console().print(table)
+    console().print("all targets met" if all_met else "[red]some targets missed[/red]")
     if not all_met:
         raise typer.Exit(1)

@@ -318,4 +318,4 @@ def validate(
         from emobench.validation.esconv_report import print_esconv
 
         print_esconv(report["judge_check_esconv"], Console())
-    Console(stderr=True).print(f"wrote {target}")
+    Console(stderr=True).print(f"wrote {target}", soft_wrap=True)  # a path stays on one line

@@ -81,4 +81,4 @@ def report(
         run = _open(run_dir, panel)
         target = out or run.path / "report.html"
         write_run_report(run, target)
-    Console().print(f"wrote {target} ({len(run.rows)} episodes)")
+    Console().print(f"wrote {target} ({len(run.rows)} episodes)", soft_wrap=True)
