@@ -13,15 +13,12 @@ import pytest
 
 from emobench.library_paths import BUILD_INFO, git_sha
 from emobench.rundir import LATEST, RunDir
-from tests.test_wheel_install import _sources
-
-GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid"]
+from tests.wheel_support import commit, sources
 
 
-def _commit(repo: Path) -> str:
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "tree"]):
-        subprocess.run([*GIT, *args], cwd=repo, check=True)
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+def _build_info(wheel: Path) -> dict[str, object]:
+    with zipfile.ZipFile(wheel) as zf:
+        return dict(json.loads(zf.read(f"emobench/library/{BUILD_INFO}")))
 
 
 def _built_info(source: Path, dist: Path) -> dict[str, object]:
@@ -32,16 +29,14 @@ def _built_info(source: Path, dist: Path) -> dict[str, object]:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     (wheel,) = dist.glob("emobench-*.whl")
-    with zipfile.ZipFile(wheel) as zf:
-        return json.loads(zf.read(f"emobench/library/{BUILD_INFO}"))
+    return _build_info(wheel)
 
 
-def test_a_wheel_records_the_commit_it_was_built_from(tmp_path: Path) -> None:
-    clone = _sources(tmp_path / "clone")
-    sha = _commit(clone)
-    assert _built_info(clone, tmp_path / "dist") == {"git_sha": sha}
+def test_a_wheel_records_the_commit_it_was_built_from(tmp_path: Path, emobench_wheel: tuple[Path, str]) -> None:
+    wheel, sha = emobench_wheel  # the run's wheel, built from a git clone of the checkout
+    assert _build_info(wheel) == {"git_sha": sha} and len(sha) == 40
     # The same sources outside a git checkout (an sdist, a copy): no commit is claimed.
-    copy = _sources(tmp_path / "copy")
+    copy = sources(tmp_path / "copy")
     assert _built_info(copy, tmp_path / "dist-copy") == {"git_sha": None}
 
 
@@ -56,13 +51,13 @@ def test_git_sha_reads_the_build_info_or_the_checkout(tmp_path: Path) -> None:
     # An installed library inside another project's repository never reports that repository's commit.
     project = tmp_path / "site-packages"
     (project / "f").write_text("x")
-    _commit(project)
+    commit(project)
     (library / BUILD_INFO).unlink()
     assert git_sha(library) is None
     checkout = tmp_path / "checkout"
     checkout.mkdir()
     (checkout / "library.yaml").write_text("edition: 3\n")
-    sha = _commit(checkout)
+    sha = commit(checkout)
     assert git_sha(checkout) == sha
 
 

@@ -32,12 +32,13 @@ import pytest
 import yaml
 
 from tests.fake_openai import WORSE_MODEL, FakeOpenAIServer, FakeState, scripted_responder
+from tests.wheel_support import commit, sources
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "ci"
 DEFAULT_BRANCH = "main"
 STEP_TIMEOUT_S = 1500
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.install]  # a fresh venv, installed by the pipelines' own step
 
 _GATE_LINE = "Gate against the baseline"
 
@@ -59,15 +60,7 @@ def server() -> Iterator[FakeOpenAIServer]:
 def repo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A git repository holding this checkout's files on branch main, as a file URL."""
     repo = tmp_path_factory.mktemp("emobench-repo")
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        if (ROOT / name).is_file():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, repo / name)
-    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid"]
-    for args in (["init", "-q", "-b", DEFAULT_BRANCH], ["add", "-A"], ["commit", "-q", "-m", "tree"]):
-        subprocess.run([*git, *args], cwd=repo, check=True)
+    commit(sources(repo), DEFAULT_BRANCH)
     return repo.as_uri()
 
 

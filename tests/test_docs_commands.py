@@ -36,7 +36,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fake_openai import FakeOpenAIServer, FakeState
-from tests.test_wheel_install import _pip, _sources, _user_env
+from tests.test_wheel_install import _pip, _user_env
+from tests.wheel_support import commit, sources
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
@@ -210,17 +211,15 @@ class Workspace:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
-    """A git clone of this checkout outside it, its .venv holding the wheel built from it."""
+def workspace(tmp_path_factory: pytest.TempPathFactory, emobench_wheel: tuple[Path, str]) -> Iterator[Workspace]:
+    """A git clone of this checkout outside it, its .venv holding the wheel built from it (the
+    run's one wheel: the same files make the same commit)."""
     work = tmp_path_factory.mktemp("docs")
-    clone = _sources(work / "emobench")
-    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "clone"]):
-        subprocess.run([*git, *args], cwd=clone, check=True)
+    wheel, sha = emobench_wheel
+    clone = sources(work / "emobench")
+    assert commit(clone) == sha
     venv = clone / ".venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    _pip(venv, "wheel", "--no-deps", "--wheel-dir", str(work / "dist"), str(clone))
-    (wheel,) = (work / "dist").glob("emobench-*.whl")
     _pip(venv, "install", str(wheel))
     env = _user_env(work / "responses.sqlite")
     env.pop("OPENAI_API_KEY", None)  # the docs export their own

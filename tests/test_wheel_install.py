@@ -48,21 +48,6 @@ def test_a_relative_config_falls_back_to_the_library(tmp_path: Path, monkeypatch
     assert library_file(Path("configs/standard.yaml")) == Path("configs/standard.yaml")  # the user's own file wins
 
 
-def _sources(dest: Path) -> Path:
-    """The checkout's files as a clone has them (tracked, plus new files git does not ignore),
-    so the build neither reads nor writes anything else of the working tree."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=CHECKOUT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        source = CHECKOUT / name
-        if source.is_file():  # a deleted, not yet committed file is still listed
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            (dest / name).write_bytes(source.read_bytes())
-    return dest
-
-
 def _user_env(cache: Path) -> dict[str, str]:
     """A user's shell: no PYTHONPATH into the checkout, a private response cache."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -75,14 +60,11 @@ def _pip(venv: Path, *args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def light_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh venv with the wheel built from this checkout installed, weights not yet."""
-    work = tmp_path_factory.mktemp("light")
-    venv = work / "venv"
+def light_venv(tmp_path_factory: pytest.TempPathFactory, emobench_wheel: tuple[Path, str]) -> Iterator[Path]:
+    """A fresh venv with the run's wheel of this checkout installed, weights not yet."""
+    venv = tmp_path_factory.mktemp("light") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    _pip(venv, "wheel", "--no-deps", "--wheel-dir", str(work / "dist"), str(_sources(work / "emobench")))
-    (wheel,) = (work / "dist").glob("emobench-*.whl")
-    _pip(venv, "install", str(wheel))
+    _pip(venv, "install", str(emobench_wheel[0]))
     yield venv
 
 
@@ -94,7 +76,8 @@ def _emobench(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[
 
 
 @pytest.mark.install
-def test_the_light_install_scores_a_run_from_outside_the_checkout(light_venv: Path, tmp_path: Path) -> None:
+def test_the_light_install_scores_a_run_from_outside_the_checkout(light_venv: Path, tmp_path: Path,
+                                                                  emobench_wheel: tuple[Path, str]) -> None:
     user = tmp_path / "project"  # the user's own folder: no configs/, scenarios/ or judges/ in it
     user.mkdir()
     with FakeOpenAIServer(FakeState()) as fake:
@@ -122,7 +105,7 @@ def test_the_light_install_scores_a_run_from_outside_the_checkout(light_venv: Pa
 
     run = user / "runs" / "r"
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["split"] == "dev" and manifest["git_sha"] is None  # built from a copy, not a git checkout
+    assert manifest["split"] == "dev" and manifest["git_sha"] == emobench_wheel[1]  # the commit the wheel was built from
     # The wheel's library is the checkout's: the same cards and templates, hence the same versions.
     assert manifest["registry_version"] == load_registry(ROOT).version("dev")
     assert manifest["prompt_versions"]["simulator"] == load_template(ROOT / "prompts" / "simulator.j2").version
