@@ -17,7 +17,9 @@ BIN = f"{VENV}/bin"
 
 
 def _env(session: nox.Session) -> None:
+    start = time.monotonic()
     session.run("bash", "scripts/setup-env.sh", VENV, external=True)
+    session.log(f"setup-env: {time.monotonic() - start:.0f} s")
     session.env.update(
         {"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": f"{os.path.abspath(BIN)}:{os.environ['PATH']}"}
     )
@@ -47,20 +49,48 @@ def _chromium(session: nox.Session) -> None:
     cjk = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
     if (shutil.which("chromium") and cjk.exists()) or not shutil.which("apt-get") or os.geteuid() != 0:
         return
+    start = time.monotonic()
     session.run(
         "bash",
         "-c",
         "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk >/dev/null",
         external=True,
     )
+    session.log(f"chromium: {time.monotonic() - start:.0f} s")
+
+
+# The slow tiers (tests/tiers.py): `quick` runs everything else.
+SLOW_TIERS = ("vllm", "install", "verl", "train", "browser", "ray", "soak")
+# pytest-xdist: one worker per core, at most 4 (measured on 2 cores: docs/testing.md). Each module,
+# the vLLM tests and the wheel's users run on one worker (tests/tiers.py sets the groups).
+WORKERS = ("-n", str(min(os.cpu_count() or 1, 4)), "--dist", "loadgroup")
 
 
 @nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
-    """The whole suite: hermetic tests, property tests and the real-vLLM integration tests."""
+    """The whole suite: hermetic tests, property tests and every slow tier; what CI runs. The 40
+    slowest tests and each tier's time are printed, and kept for bench/bench_suite_budget.py."""
     _env(session)
     _chromium(session)
-    session.run(f"{BIN}/pytest", "-q", *session.posargs, external=True)
+    session.run(f"{BIN}/pytest", "-q", *WORKERS, "--durations=40", "--budget-label=tests", *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none")
+def quick(session: nox.Session) -> None:
+    """Every test outside the slow tiers, for the loop of a change (a few minutes)."""
+    _env(session)
+    markexpr = "not (" + " or ".join(SLOW_TIERS) + ")"
+    session.run(f"{BIN}/pytest", "-q", *WORKERS, "-m", markexpr, "--durations=15", "--budget-label=quick",
+                *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none")
+def coverage(session: nox.Session) -> None:
+    """The whole suite with line coverage of emobench (in the pytest processes, not their children)."""
+    _env(session)
+    _chromium(session)
+    session.run(f"{BIN}/pytest", "-q", *WORKERS, "--cov=emobench", "--cov-report=term:skip-covered", *session.posargs,
+                external=True)
 
 
 @nox.session(venv_backend="none")

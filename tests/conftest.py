@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,12 +11,17 @@ import pytest
 
 from emobench.config import PanelConfig, RoleConfig, RunConfig
 from emobench.endpoints.client import OpenAICompatClient, RetryPolicy
+from emobench.endpoints.embedded import SERVED_NAME, URL_ENV, embedded_server_args, prepare_embedded_model, served_dtype
+from emobench.endpoints.vllm_server import launch_server, stop_server, wait_healthy
 from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Provenance, RoleCaller
 from emobench.judging.mdep import judge_turn
 from emobench.records import RoleInfo, Sampling
 from emobench.registry import Registry, load_registry
 from emobench.run.runner import ROOT, _caller, load_prompts
 from tests.fake_openai import FakeOpenAIServer, FakeState, Responder
+from tests.wheel_support import build_wheel
+
+pytest_plugins = ["tests.tiers"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -99,3 +105,30 @@ def serve(_server: FakeOpenAIServer) -> Serve:
         return _server
 
     return with_responder
+
+
+@pytest.fixture(scope="session")
+def _embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One vLLM server with the embedded model for the whole run (a start costs 60-90 s of both
+    cores), started as emobench starts it; tests.tiers runs its tests last, so it lives briefly."""
+    dtype = served_dtype()
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    proc, base = launch_server(str(prepare_embedded_model(dtype)), SERVED_NAME, log, embedded_server_args(dtype))
+    try:
+        asyncio.run(wait_healthy(proc, base, log, 900))
+        yield f"{base}/v1"
+    finally:
+        stop_server(proc)
+
+
+@pytest.fixture
+def embedded_vllm(_embedded_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The shared server's /v1 URL; vllm:embedded roles, in process or in a CLI child, attach to it."""
+    monkeypatch.setenv(URL_ENV, _embedded_server)
+    return _embedded_server
+
+
+@pytest.fixture(scope="session")
+def emobench_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The wheel of this checkout and the commit it records: built once, for every install test."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))

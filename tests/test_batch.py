@@ -52,6 +52,7 @@ def test_a_rerun_through_the_cache_makes_no_model_calls(fake: FakeOpenAIServer, 
     assert len(ResponseCache(tmp_path / "cache" / "responses.sqlite")) == calls
 
 
+@pytest.mark.soak
 def test_fault_injection_over_200_episodes_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     seeds = list(range(100))  # 2 demo cases x 100 seeds = 200 episodes
     with FakeOpenAIServer(FakeState()) as clean_server:

@@ -14,6 +14,7 @@ from tests.test_env import varied
 pytest.importorskip("trl")
 
 
+@pytest.mark.train
 def test_one_grpo_step_plays_whole_episodes_and_logs_per_turn_rewards(serve: Serve, tmp_path: Path) -> None:
     from emobench.env import train_example
 
@@ -45,7 +46,7 @@ def test_reward_functions_sum_steps_and_leave_missing_components_out() -> None:
 
 
 @pytest.mark.vllm
-def test_grpo_example_on_real_vllm(tmp_path: Path) -> None:
+def test_grpo_example_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
     """The README's training example, one step: simulator and judge on vLLM, the policy in process."""
     from emobench.env import train_example
     from emobench.run.runner import ROOT

@@ -239,7 +239,7 @@ def test_panel_and_judge_together_or_user_alone_are_refused(tmp_path: Path) -> N
 
 
 @pytest.mark.vllm
-def test_the_embedded_judge_checks_the_fixture_on_real_vllm(tmp_path: Path) -> None:
+def test_the_embedded_judge_checks_the_fixture_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
     out = tmp_path / "validity.json"
     result = _cli("--judge-check", "esconv", "--data", str(FIXTURE / "original" / "FailedESConv.json"), "--limit", "1",
                   "--n-boot", "50", "-o", str(out), env={"EMOBENCH_RESPONSE_CACHE": str(tmp_path / "cache.sqlite")})

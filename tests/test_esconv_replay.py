@@ -283,7 +283,7 @@ def test_rank_agreement_is_scipys_and_ignores_monotone_rescaling(points: list[tu
 
 
 @pytest.mark.vllm
-def test_the_embedded_simulator_replays_the_fixture_on_real_vllm(tmp_path: Path) -> None:
+def test_the_embedded_simulator_replays_the_fixture_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
     out = tmp_path / "validity.json"
     result = _cli("--fidelity-replay", "esconv", "--data", str(FIXTURE / "original"), "--user", "vllm:embedded",
                   "--limit", "1", "--n-boot", "50", "-o", str(out),

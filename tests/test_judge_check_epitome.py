@@ -251,7 +251,7 @@ def test_the_reader_returns_the_levels_written_whatever_the_whitespace(
 
 
 @pytest.mark.vllm
-def test_the_embedded_judge_checks_the_fixture_on_real_vllm(tmp_path: Path) -> None:
+def test_the_embedded_judge_checks_the_fixture_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
     out = tmp_path / "validity.json"
     result = _cli("--judge-check", "epitome", "--data", str(FIXTURE), "--limit", "1", "--n-boot", "50", "-o", str(out),
                   env={"EMOBENCH_RESPONSE_CACHE": str(tmp_path / "cache.sqlite")})

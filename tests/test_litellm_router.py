@@ -72,6 +72,7 @@ def test_a_replica_error_is_one_line() -> None:
     assert "\n" not in str(info.value) and url in str(info.value) and client.stats.faults == {}
 
 
+@pytest.mark.soak
 def test_replicas_at_20_percent_faults_lose_nothing_over_200_episodes(tmp_path: Path) -> None:
     states = [FakeState(fault_rate=0.2, fault_seed=s, timeout_sleep_s=0.8) for s in (7, 8)]
     with FakeOpenAIServer(states[0]) as one, FakeOpenAIServer(states[1]) as two:

@@ -21,6 +21,9 @@ from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, default_responder
 from tests.play_support import PlayServer, emobench
 
+# Hostile players and kills of the play server, each against a server of its own: the soak tier.
+pytestmark = pytest.mark.soak
+
 CASE = "demo4-01"
 
 

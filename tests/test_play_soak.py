@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from emobench.play.journal import read_journal
 from emobench.records import Episode, EpisodeJudgement
@@ -286,6 +287,7 @@ class Soak:
         return {"episodes": len(keys), "journals": len(journals), "lost": lost, "resurrected": resurrected}
 
 
+@pytest.mark.soak
 def test_a_short_soak(tmp_path: Path) -> None:
     with FakeOpenAIServer(FakeState(latency_s=0.02, fault_rate=0.02, fault_kinds=("429", "500"), fault_seed=1)) as fake:
         config = write_config(tmp_path / "play.yaml", fake.base_url, max_turns=5, min_turns=4)

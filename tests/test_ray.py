@@ -33,6 +33,7 @@ from emobench.run.runner import ROOT, run_benchmark
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 
 ray = pytest.importorskip("ray", reason="the ray extra (pip install 'emobench[ray]')")
+pytestmark = pytest.mark.ray
 
 KEY_VAR = "EMOBENCH_RAY_TEST_KEY"
 SECRET = f"sk-ray-{uuid.uuid4().hex}"

@@ -81,6 +81,7 @@ def test_bounded_accepts_exactly_the_portable_objects_within_the_bounds(
     assert bounded.is_valid(obj) == (portable.is_valid(obj) and within)
 
 
+@pytest.mark.vllm  # imports vLLM itself (about 10 s)
 def test_vllm_accepts_the_server_options() -> None:
     # vLLM's own config class validates the option (a backend that enforces no whitespace).
     from vllm.config.structured_outputs import StructuredOutputsConfig

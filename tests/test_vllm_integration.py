@@ -1,6 +1,8 @@
 """Real episodes on a real vLLM server with the embedded SmolLM2-135M-Instruct.
 
-Slow (a server start is ~60-90 s on 2 CPU cores), so each module shares one server.
+Slow (a server start is ~60-90 s on 2 CPU cores), so the tests share the run's one embedded
+server (conftest's ``embedded_vllm``); only the test of ``emobench run`` starting and stopping a
+server of its own starts another.
 """
 
 from __future__ import annotations
@@ -8,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -18,27 +19,13 @@ from typer.testing import CliRunner
 
 from emobench.cli import app
 from emobench.config import validate_config
-from emobench.endpoints.embedded import SERVED_NAME, prepare_embedded_model, served_dtype
-from emobench.endpoints.vllm_server import launch_server, stop_server, wait_healthy
+from emobench.endpoints.embedded import SERVED_NAME, URL_ENV, prepare_embedded_model, served_dtype
 from emobench.registry import load_registry
 from emobench.run.finalize import finalize_run
 from emobench.run.runner import ROOT, run_benchmark
 from emobench.rundir import RunDir
 
 pytestmark = pytest.mark.vllm
-
-
-@pytest.fixture(scope="module")
-def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    dtype = served_dtype()
-    model = prepare_embedded_model(dtype)
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    proc, base = launch_server(str(model), SERVED_NAME, log, ("--dtype", dtype))
-    try:
-        asyncio.run(wait_healthy(proc, base, log, 900))
-        yield f"{base}/v1"
-    finally:
-        stop_server(proc)
 
 
 def test_embedded_model_converted_in_the_dtype_it_is_served_in() -> None:
@@ -62,14 +49,14 @@ def _config(url: str, **extra: object) -> dict[str, object]:
     }
 
 
-def test_a_real_episode_on_real_vllm(vllm_url: str, tmp_path: Path) -> None:
-    config = validate_config(_config(vllm_url), "test")
+def test_a_real_episode_on_real_vllm(embedded_vllm: str, tmp_path: Path) -> None:
+    config = validate_config(_config(embedded_vllm), "test")
     result = asyncio.run(run_benchmark(config, tmp_path / "run", show_progress=False))
     rd = RunDir(result.run_dir)
     [episode] = finalize_run(rd, load_registry(ROOT))
     assert 1 <= len(episode.turns) <= 2 and episode.stop_reason in {"max_turns", "user_left", "simulator_invalid"}
     for call in episode.calls:
-        assert call.model == SERVED_NAME and call.endpoint == vllm_url
+        assert call.model == SERVED_NAME and call.endpoint == embedded_vllm
         assert call.prompt_tokens > 0 and call.completion_tokens > 0 and call.latency_s > 0
         assert call.template and call.seed >= 0 and not call.cached
     subject_calls = [c for c in episode.calls if c.role == "subject"]
@@ -86,15 +73,15 @@ def test_a_real_episode_on_real_vllm(vllm_url: str, tmp_path: Path) -> None:
         assert 0 <= scores.loc[0, "epmq"] <= 100
 
 
-def test_a_chinese_case_completes_on_real_vllm(vllm_url: str, tmp_path: Path) -> None:
+def test_a_chinese_case_completes_on_real_vllm(embedded_vllm: str, tmp_path: Path) -> None:
     """SmolLM2-135M has essentially no Chinese: this checks that the pipeline completes a
     Chinese case on a real server with the Chinese templates, not what the model says."""
-    config = validate_config(_config(vllm_url, split="demo-zh"), "test")
+    config = validate_config(_config(embedded_vllm, split="demo-zh"), "test")
     result = asyncio.run(run_benchmark(config, tmp_path / "run", show_progress=False))
     rd = RunDir(result.run_dir)
     [episode] = finalize_run(rd, load_registry(ROOT))
     assert episode.language == "zh" and episode.case_id.startswith("demozh-") and episode.turns
-    assert {c.endpoint for c in episode.calls} == {vllm_url}
+    assert {c.endpoint for c in episode.calls} == {embedded_vllm}
     manifest = rd.read_manifest()
     assert manifest["templates_language"]["prompts"] == "zh" and manifest["language"] == "zh"
     assert manifest["prompt_versions"]["simulator"].startswith("zh-")
@@ -104,7 +91,9 @@ def test_a_chinese_case_completes_on_real_vllm(vllm_url: str, tmp_path: Path) ->
     assert scores["valence_path"].isna().all() and scores["final_meter"].notna().all()
 
 
-def test_emobench_run_launches_and_stops_its_own_vllm_server(tmp_path: Path) -> None:
+def test_emobench_run_launches_and_stops_its_own_vllm_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its own server, not the shared one: the start and the stop are what it checks.
+    monkeypatch.delenv(URL_ENV, raising=False)
     result = CliRunner().invoke(
         app,
         [
@@ -142,13 +131,13 @@ def test_emobench_run_launches_and_stops_its_own_vllm_server(tmp_path: Path) -> 
     assert "vllm:embedded" in result.output and "scripted:platitude" in result.output
 
 
-def test_director_two_judge_panel_and_rescore_on_real_vllm(vllm_url: str, tmp_path: Path) -> None:
-    binding = f"openai:{SERVED_NAME}@{vllm_url}"
+def test_director_two_judge_panel_and_rescore_on_real_vllm(embedded_vllm: str, tmp_path: Path) -> None:
+    binding = f"openai:{SERVED_NAME}@{embedded_vllm}"
     judges = [
         {"binding": binding, "label": "judge-greedy", "sampling": {"temperature": 0.0, "max_tokens": 320}},
         {"binding": binding, "label": "judge-sampled", "sampling": {"temperature": 0.8, "max_tokens": 320}},
     ]
-    data = _config(vllm_url)
+    data = _config(embedded_vllm)
     data.pop("judges")
     data.update(
         subjects=[

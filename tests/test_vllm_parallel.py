@@ -41,6 +41,7 @@ def test_layout_becomes_vllms_flags_every_size_stated() -> None:
     assert vllm_server.parallel_args(None) == []
 
 
+@pytest.mark.vllm  # imports vLLM itself (about 10 s)
 def test_vllms_own_parser_reads_the_layout_from_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("vllm")
     from vllm.entrypoints.launchers.cli_args import make_arg_parser

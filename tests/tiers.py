@@ -1,0 +1,127 @@
+"""The suite's tiers: each slow tier has a marker, every other test is "hermetic".
+
+A test joins a tier by its marker or by a fixture that only that tier uses (a test that asks for
+Chromium is a browser test). At the end of a run each tier's test count and time are printed, and
+with ``--budget-label NAME`` written to the durations file that bench/bench_suite_budget.py reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emobench.endpoints.embedded import BF16_FLAGS, cpu_flags
+
+SLOW_TIERS = ("vllm", "install", "verl", "train", "browser", "ray", "soak")
+# Fixtures that put a test in a tier without a marker of its own.
+FIXTURE_TIERS = {"chromium": "browser", "embedded_vllm": "vllm", "emobench_wheel": "install"}
+DURATIONS_ENV = "EMOBENCH_TEST_DURATIONS"
+
+
+def durations_path(label: str) -> Path:
+    """Where a labelled run's durations go: the user cache, kept between runs on one machine."""
+    if os.environ.get(DURATIONS_ENV):
+        return Path(os.environ[DURATIONS_ENV]) / f"test-durations-{label}.json"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "emobench" / f"test-durations-{label}.json"
+
+
+def tier_of(item: pytest.Item) -> str:
+    for tier in SLOW_TIERS:
+        if item.get_closest_marker(tier) is not None:
+            return tier
+    return "hermetic"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--budget-label", default=None,
+                     help="write each test's and tier's time to ~/.cache/emobench/test-durations-LABEL.json")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker, and before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        for fixture, tier in FIXTURE_TIERS.items():
+            if fixture in fixtures and item.get_closest_marker(tier) is None:
+                item.add_marker(tier)
+        # Under `-n 2 --dist loadgroup` a group runs on one worker: a module's tests share its
+        # module fixtures, and the vLLM tests (one shared server) and the wheel's users (one build)
+        # stay together.
+        if item.get_closest_marker("xdist_group") is None:
+            group = "vllm" if tier_of(item) == "vllm" else "wheel" if "emobench_wheel" in fixtures else item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
+        # These reach the xdist controller with each report.
+        item.user_properties += [("tier", tier_of(item)), ("group", item.get_closest_marker("xdist_group").args[0])]
+    # The slow tiers first, the longest first: on two workers the short tests fill in around them.
+    # In the vllm tier the tests with a server of their own run before the shared one starts.
+    order = {tier: i for i, tier in enumerate(("vllm", "install", "verl", "train", "soak", "ray", "browser", "hermetic"))}
+    items.sort(key=lambda item: (order[tier_of(item)], "embedded_vllm" in getattr(item, "fixturenames", ())))
+
+
+class TierClock:
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.tests: dict[str, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        properties = dict(report.user_properties)
+        tier = properties.get("tier", "hermetic")
+        nodeid = report.nodeid.removesuffix(f"@{properties.get('group')}")  # xdist's loadgroup adds it
+        entry = self.tests.setdefault(nodeid, {"tier": tier, "seconds": 0.0, "outcome": "not run"})
+        entry["seconds"] += report.duration  # setup (a module's server start), call and teardown
+        if report.when == "call" or report.outcome != "passed":
+            entry["outcome"] = report.outcome
+
+    def summary(self) -> dict[str, Any]:
+        tiers: dict[str, dict[str, float]] = defaultdict(lambda: {"tests": 0, "seconds": 0.0})
+        for entry in self.tests.values():
+            if entry["outcome"] != "not run":
+                tiers[entry["tier"]]["tests"] += 1
+                tiers[entry["tier"]]["seconds"] += entry["seconds"]
+        return {"wall_s": time.time() - self.started, "tiers": dict(tiers)}
+
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        summary = self.summary()
+        terminalreporter.section("time per tier")
+        for tier in ("hermetic", *SLOW_TIERS):
+            if tier in summary["tiers"]:
+                row = summary["tiers"][tier]
+                terminalreporter.write_line(f"{tier:<9} {row['tests']:>5} tests {row['seconds']:>8.1f} s")
+        terminalreporter.write_line(f"{'wall':<9} {'':>11} {summary['wall_s']:>8.1f} s")
+        label = config.getoption("--budget-label")
+        if label:
+            path = durations_path(label)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            record = {**summary, "label": label, "markexpr": config.getoption("-m"), "cpu": cpu_name(),
+                      "workers": getattr(config.option, "numprocesses", None) or 0, "finished": time.time(),
+                      "tests": self.tests}
+            path.write_text(json.dumps(record, indent=1))
+            terminalreporter.write_line(f"durations written to {path}")
+
+
+def cpu_name() -> str:
+    """The processor's model, core count and SIMD level: a time means little without them."""
+    model = next((line.partition(":")[2].strip() for line in _cpuinfo() if line.startswith("model name")), "")
+    flags = cpu_flags()
+    simd = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{model or platform.machine()}, {os.cpu_count()} cores, {simd}, bf16 {bool(flags & BF16_FLAGS)}"
+
+
+def _cpuinfo() -> list[str]:
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # under xdist the controller sees every worker's reports
+        config.pluginmanager.register(TierClock(), "emobench-tier-clock")
