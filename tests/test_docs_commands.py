@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -256,7 +256,7 @@ def test_each_command_is_checked_and_exports_carry_to_the_next_block(tmp_path: P
 
 @pytest.mark.install
 @pytest.mark.timeout(3600)
-def test_every_doc_command_runs_as_written(workspace: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_doc_command_runs_as_written(workspace: Workspace, record_property: Callable[[str, object], None]) -> None:
     blocks = all_blocks()
     try:
         server = FakeOpenAIServer(FakeState(), port=PORT)
@@ -285,8 +285,8 @@ def test_every_doc_command_runs_as_written(workspace: Workspace, capsys: pytest.
              f"{sum(s for _, s in ran):.0f} s), {len(failed)} failed, {len(skipped)} skipped"]
     lines += [f"  ran {block.where} in {seconds:.0f} s" for block, seconds in ran]
     lines += [f"  skipped {block.where}: {block.skip}" for block in skipped]
-    with capsys.disabled():
-        print("\n" + "\n".join(lines) + f"\n  ({len(reasons)} distinct reasons)")
+    # Printed at the end of the run (tests/tiers.py), also from an xdist worker.
+    record_property("summary", "\n".join(lines) + f"\n  ({len(reasons)} distinct reasons)")
     if not server.state.requests:
         failed.append("no doc command reached the loopback server")
     # The wheel built in the clone records the clone's commit in every run's manifest.

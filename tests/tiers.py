@@ -70,12 +70,15 @@ class TierClock:
     def __init__(self) -> None:
         self.started = time.time()
         self.tests: dict[str, dict[str, Any]] = {}
+        self.summaries: list[str] = []  # what tests recorded as record_property("summary", text)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
         tier = properties.get("tier", "hermetic")
         nodeid = report.nodeid.removesuffix(f"@{properties.get('group')}")  # xdist's loadgroup adds it
         entry = self.tests.setdefault(nodeid, {"tier": tier, "seconds": 0.0, "outcome": "not run"})
+        if report.when == "call" and "summary" in properties:
+            self.summaries.append(f"{nodeid}:\n{properties['summary']}")
         entry["seconds"] += report.duration  # setup (a module's server start), call and teardown
         if report.when == "call" or report.outcome != "passed":
             entry["outcome"] = report.outcome
@@ -89,6 +92,10 @@ class TierClock:
         return {"wall_s": time.time() - self.started, "tiers": dict(tiers)}
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        if self.summaries:
+            terminalreporter.section("what tests report")
+            for text in self.summaries:
+                terminalreporter.write_line(text)
         summary = self.summary()
         terminalreporter.section("time per tier")
         for tier in ("hermetic", *SLOW_TIERS):
