@@ -61,9 +61,9 @@ def _chromium(session: nox.Session) -> None:
 
 # The slow tiers (tests/tiers.py): `quick` runs everything else.
 SLOW_TIERS = ("vllm", "install", "verl", "train", "browser", "ray", "soak")
-# pytest-xdist: one worker per core, at most 4 (measured on 2 cores: docs/testing.md). Each module,
-# the vLLM tests and the wheel's users run on one worker (tests/tiers.py sets the groups).
-WORKERS = ("-n", str(min(os.cpu_count() or 1, 4)), "--dist", "loadgroup")
+# pytest-xdist: one worker per core, at most 4 (measured on 2 cores: docs/testing.md). A module's
+# tests run on one worker: they share its fixtures, and the real-vLLM tests (one module) one server.
+WORKERS = ("-n", str(min(os.cpu_count() or 1, 4)), "--dist", "loadfile")
 
 
 @nox.session(venv_backend="none")

@@ -43,16 +43,3 @@ def test_reward_functions_sum_steps_and_leave_missing_components_out() -> None:
     dense = next(f for f in funcs if f.__name__ == "dense")
     assert dense(steps) == [0.5, None]
     assert metrics["emobench/turn1/reward"] == 0.5 and "emobench/turn2/reward" not in metrics
-
-
-@pytest.mark.vllm
-def test_grpo_example_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
-    """The README's training example, one step: simulator and judge on vLLM, the policy in process."""
-    from emobench.env import train_example
-    from emobench.run.runner import ROOT
-
-    history = train_example.train(ROOT / "configs" / "train.yaml", tmp_path, steps=1, generations=2, max_new_tokens=24)
-    logged = history[0]
-    assert "rewards/episode_return/mean" in logged and "emobench/turns" in logged
-    assert any(key.startswith("emobench/turn1/") for key in logged)  # per-turn rewards reached the log
-    assert (tmp_path / "log_history.json").exists()

@@ -236,18 +236,3 @@ def test_panel_and_judge_together_or_user_alone_are_refused(tmp_path: Path) -> N
     result = _cli("--judge-check", "esconv", "--data", str(FIXTURE / "original"), "--user", "openai:x@http://127.0.0.1:9/v1",
                   "-o", str(tmp_path / "v.json"))
     assert result.returncode == 2 and "--user:" in result.stderr
-
-
-@pytest.mark.vllm
-def test_the_embedded_judge_checks_the_fixture_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
-    out = tmp_path / "validity.json"
-    result = _cli("--judge-check", "esconv", "--data", str(FIXTURE / "original" / "FailedESConv.json"), "--limit", "1",
-                  "--n-boot", "50", "-o", str(out), env={"EMOBENCH_RESPONSE_CACHE": str(tmp_path / "cache.sqlite")})
-    assert result.returncode == 0, result.stderr
-    block = json.loads(out.read_text())["judge_check_esconv"]
-    [(label, panel)] = block["panels"].items()
-    assert label == "embedded" and panel["judges"][0]["model"] == "smollm2-135m-instruct"
-    assert block["data"]["n_chats"] == {"FailedESConv": 1} and block["feedback_label"] == "failed chats only"
-    turn = panel["all"]["per_turn"]
-    assert turn["n"] == block["n_feedback_points"] >= 2 and 0 <= turn["n_valid"] <= turn["n"]
-    assert panel["cost"]["n_calls"] >= 2 and panel["cost"]["completion_tokens"] > 0

@@ -280,17 +280,3 @@ def test_rank_agreement_is_scipys_and_ignores_monotone_rescaling(points: list[tu
         assert got["kendall_tau_b"]["value"] == pytest.approx(scipy.stats.kendalltau(x, y).statistic, abs=1e-4)
     lo, hi = got["spearman"]["lo"], got["spearman"]["hi"]
     assert (lo is None) == (hi is None) and (lo is None or -1 <= lo <= hi <= 1)
-
-
-@pytest.mark.vllm
-def test_the_embedded_simulator_replays_the_fixture_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
-    out = tmp_path / "validity.json"
-    result = _cli("--fidelity-replay", "esconv", "--data", str(FIXTURE / "original"), "--user", "vllm:embedded",
-                  "--limit", "1", "--n-boot", "50", "-o", str(out),
-                  env={"EMOBENCH_RESPONSE_CACHE": str(tmp_path / "cache.sqlite")})
-    assert result.returncode == 0, result.stderr
-    block = json.loads(out.read_text())["fidelity_replay"]
-    assert block["user"]["model"] == "smollm2-135m-instruct" and block["cost"]["completion_tokens"] > 0
-    pooled = block["figures"]["all"]
-    assert pooled["n_chats"] == len(block["chats"]) >= 1 and pooled["n_turns"] >= 1
-    assert pooled["invalid"]["k"] <= pooled["n_turns"]

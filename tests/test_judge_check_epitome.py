@@ -248,19 +248,3 @@ def test_the_reader_returns_the_levels_written_whatever_the_whitespace(
         data = read_epitome(Path(tmp))
     assert [tuple(p.levels[m] for m in MECHANISMS) for p in sorted(data.pairs, key=lambda p: int(p.sp_id[1:]))] == rows
     assert {p.seeker_post for p in data.pairs} == {"a post"} and {p.response_post for p in data.pairs} == {"a reply"}
-
-
-@pytest.mark.vllm
-def test_the_embedded_judge_checks_the_fixture_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
-    out = tmp_path / "validity.json"
-    result = _cli("--judge-check", "epitome", "--data", str(FIXTURE), "--limit", "1", "--n-boot", "50", "-o", str(out),
-                  env={"EMOBENCH_RESPONSE_CACHE": str(tmp_path / "cache.sqlite")})
-    assert result.returncode == 0, result.stderr
-    block = json.loads(out.read_text())["judge_check"]
-    [(label, panel)] = block["panels"].items()
-    assert label == "embedded" and panel["judges"][0]["model"] == "smollm2-135m-instruct"
-    assert block["limit"] == 1 and 1 <= block["n_rated_pairs"] <= 3
-    for mechanism in MECHANISMS:
-        row = panel["mechanisms"][mechanism]
-        assert row["n"] == 1 and row["n_valid"] + round(row["invalid_share"]["value"]) == 1
-    assert panel["cost"]["n_calls"] >= 2 * block["n_rated_pairs"] and panel["cost"]["completion_tokens"] > 0

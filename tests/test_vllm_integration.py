@@ -1,15 +1,20 @@
-"""Real episodes on a real vLLM server with the embedded SmolLM2-135M-Instruct.
+"""Real episodes, judge checks, a replay and a GRPO step on a real vLLM server with the embedded
+SmolLM2-135M-Instruct.
 
 Slow (a server start is ~60-90 s on 2 CPU cores), so the tests share the run's one embedded
-server (conftest's ``embedded_vllm``); only the test of ``emobench run`` starting and stopping a
-server of its own starts another.
+server (conftest's ``embedded_vllm``), and they live in this one module so that pytest-xdist runs
+them on one worker (``--dist loadfile``); only the test of ``emobench run`` starting and stopping
+a server of its own starts another.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -24,8 +29,18 @@ from emobench.registry import load_registry
 from emobench.run.finalize import finalize_run
 from emobench.run.runner import ROOT, run_benchmark
 from emobench.rundir import RunDir
+from emobench.validation.epitome_data import MECHANISMS
 
 pytestmark = pytest.mark.vllm
+ESCONV = ROOT / "tests" / "fixtures" / "esconv"
+EPITOME = ROOT / "tests" / "data" / "epitome"
+
+
+def _validate(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    """`emobench validate` as a user runs it, with a response cache of its own."""
+    env = {**os.environ, "COLUMNS": "220", "EMOBENCH_RESPONSE_CACHE": str(cache)}
+    return subprocess.run([sys.executable, "-m", "emobench", "validate", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=600)
 
 
 def test_embedded_model_converted_in_the_dtype_it_is_served_in() -> None:
@@ -168,3 +183,56 @@ def test_director_two_judge_panel_and_rescore_on_real_vllm(embedded_vllm: str, t
     out = rd.path / "panels" / "greedy-only"
     assert len(pd.read_parquet(out / "scores.parquet")) == 2
     assert len(rd.read_episodes()) == 2  # no conversation was regenerated
+
+
+def test_the_embedded_judge_checks_the_esconv_fixture_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
+    out = tmp_path / "validity.json"
+    result = _validate("--judge-check", "esconv", "--data", str(ESCONV / "original" / "FailedESConv.json"), "--limit", "1",
+                       "--n-boot", "50", "-o", str(out), cache=tmp_path / "cache.sqlite")
+    assert result.returncode == 0, result.stderr
+    block = json.loads(out.read_text())["judge_check_esconv"]
+    [(label, panel)] = block["panels"].items()
+    assert label == "embedded" and panel["judges"][0]["model"] == "smollm2-135m-instruct"
+    assert block["data"]["n_chats"] == {"FailedESConv": 1} and block["feedback_label"] == "failed chats only"
+    turn = panel["all"]["per_turn"]
+    assert turn["n"] == block["n_feedback_points"] >= 2 and 0 <= turn["n_valid"] <= turn["n"]
+    assert panel["cost"]["n_calls"] >= 2 and panel["cost"]["completion_tokens"] > 0
+
+
+def test_the_embedded_simulator_replays_the_esconv_fixture_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
+    out = tmp_path / "validity.json"
+    result = _validate("--fidelity-replay", "esconv", "--data", str(ESCONV / "original"), "--user", "vllm:embedded",
+                       "--limit", "1", "--n-boot", "50", "-o", str(out), cache=tmp_path / "cache.sqlite")
+    assert result.returncode == 0, result.stderr
+    block = json.loads(out.read_text())["fidelity_replay"]
+    assert block["user"]["model"] == "smollm2-135m-instruct" and block["cost"]["completion_tokens"] > 0
+    pooled = block["figures"]["all"]
+    assert pooled["n_chats"] == len(block["chats"]) >= 1 and pooled["n_turns"] >= 1
+    assert pooled["invalid"]["k"] <= pooled["n_turns"]
+
+
+def test_the_embedded_judge_checks_the_epitome_fixture_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
+    out = tmp_path / "validity.json"
+    result = _validate("--judge-check", "epitome", "--data", str(EPITOME), "--limit", "1", "--n-boot", "50", "-o", str(out),
+                       cache=tmp_path / "cache.sqlite")
+    assert result.returncode == 0, result.stderr
+    block = json.loads(out.read_text())["judge_check"]
+    [(label, panel)] = block["panels"].items()
+    assert label == "embedded" and panel["judges"][0]["model"] == "smollm2-135m-instruct"
+    assert block["limit"] == 1 and 1 <= block["n_rated_pairs"] <= 3
+    for mechanism in MECHANISMS:
+        row = panel["mechanisms"][mechanism]
+        assert row["n"] == 1 and row["n_valid"] + round(row["invalid_share"]["value"]) == 1
+    assert panel["cost"]["n_calls"] >= 2 * block["n_rated_pairs"] and panel["cost"]["completion_tokens"] > 0
+
+
+def test_grpo_example_on_real_vllm(tmp_path: Path, embedded_vllm: str) -> None:
+    """The README's training example, one step: simulator and judge on vLLM, the policy in process."""
+    pytest.importorskip("trl")
+    from emobench.env import train_example
+
+    history = train_example.train(ROOT / "configs" / "train.yaml", tmp_path, steps=1, generations=2, max_new_tokens=24)
+    logged = history[0]
+    assert "rewards/episode_return/mean" in logged and "emobench/turns" in logged
+    assert any(key.startswith("emobench/turn1/") for key in logged)  # per-turn rewards reached the log
+    assert (tmp_path / "log_history.json").exists()

@@ -45,23 +45,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="write each test's and tier's time to ~/.cache/emobench/test-durations-LABEL.json")
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker, and before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         for fixture, tier in FIXTURE_TIERS.items():
             if fixture in fixtures and item.get_closest_marker(tier) is None:
                 item.add_marker(tier)
-        # Under `-n 2 --dist loadgroup` a group runs on one worker: a module's tests share its
-        # module fixtures, and the vLLM tests (one shared server) and the wheel's users (one build)
-        # stay together.
-        if item.get_closest_marker("xdist_group") is None:
-            group = "vllm" if tier_of(item) == "vllm" else "wheel" if "emobench_wheel" in fixtures else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
-        # These reach the xdist controller with each report.
-        item.user_properties += [("tier", tier_of(item)), ("group", item.get_closest_marker("xdist_group").args[0])]
-    # The slow tiers first, the longest first: on two workers the short tests fill in around them.
-    # In the vllm tier the tests with a server of their own run before the shared one starts.
+        item.user_properties.append(("tier", tier_of(item)))  # reaches the xdist controller with each report
+    # The slow tiers first, the longest first: under `--dist loadfile` modules go to the workers in
+    # this order, and the short ones fill in around the long. In the vllm tier the tests with a
+    # server of their own run before the shared one starts.
     order = {tier: i for i, tier in enumerate(("vllm", "install", "verl", "train", "soak", "ray", "browser", "hermetic"))}
     items.sort(key=lambda item: (order[tier_of(item)], "embedded_vllm" in getattr(item, "fixturenames", ())))
 
@@ -74,8 +68,7 @@ class TierClock:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
-        tier = properties.get("tier", "hermetic")
-        nodeid = report.nodeid.removesuffix(f"@{properties.get('group')}")  # xdist's loadgroup adds it
+        tier, nodeid = properties.get("tier", "hermetic"), report.nodeid
         entry = self.tests.setdefault(nodeid, {"tier": tier, "seconds": 0.0, "outcome": "not run"})
         if report.when == "call" and "summary" in properties:
             self.summaries.append(f"{nodeid}:\n{properties['summary']}")

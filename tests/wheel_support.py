@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from filelock import FileLock
+
 from emobench.endpoints.embedded import cache_root
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -50,18 +52,20 @@ def build_wheel(work: Path) -> tuple[Path, str]:
     sha = commit(sources(work / "emobench"))
     wheels = cache_root() / "wheels"
     kept = wheels / sha
-    if not (kept / ".complete").exists():
-        shutil.rmtree(kept, ignore_errors=True)
-        dist = work / "dist"
-        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", str(dist),
-                               str(work / "emobench")], capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-        kept.mkdir(parents=True)
-        for wheel in dist.glob("emobench-*.whl"):
-            shutil.copy2(wheel, kept / wheel.name)
-        (kept / ".complete").touch()
-        for other in wheels.iterdir():  # one checkout's wheel is kept, not one per change ever made
-            if other != kept:
-                shutil.rmtree(other, ignore_errors=True)
+    wheels.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(wheels / ".lock")):  # pytest-xdist workers: one builds, the other waits and reuses it
+        if not (kept / ".complete").exists():
+            shutil.rmtree(kept, ignore_errors=True)
+            dist = work / "dist"
+            done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", str(dist),
+                                   str(work / "emobench")], capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            kept.mkdir(parents=True)
+            for wheel in dist.glob("emobench-*.whl"):
+                shutil.copy2(wheel, kept / wheel.name)
+            (kept / ".complete").touch()
+            for other in wheels.iterdir():  # one checkout's wheel is kept, not one per change ever made
+                if other != kept and other.is_dir():
+                    shutil.rmtree(other, ignore_errors=True)
     (wheel,) = kept.glob("emobench-*.whl")
     return wheel, sha
