@@ -63,7 +63,8 @@ def _chromium(session: nox.Session) -> None:
 SLOW_TIERS = ("vllm", "install", "verl", "train", "browser", "ray", "soak")
 # pytest-xdist: one worker per core, at most 4 (measured on 2 cores: docs/testing.md). A module's
 # tests run on one worker: they share its fixtures, and the real-vLLM tests (one module) one server.
-WORKERS = ("-n", str(min(os.cpu_count() or 1, 4)), "--dist", "loadfile")
+# --no-loadscope-reorder keeps tests/tiers.py's order (slow tiers first) instead of the most tests first.
+WORKERS = ("-n", str(min(os.cpu_count() or 1, 4)), "--dist", "loadfile", "--no-loadscope-reorder")
 
 
 @nox.session(venv_backend="none")
