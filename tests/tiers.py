@@ -112,7 +112,8 @@ def cpu_name() -> str:
     model = next((line.partition(":")[2].strip() for line in _cpuinfo() if line.startswith("model name")), "")
     flags = cpu_flags()
     simd = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    return f"{model or platform.machine()}, {os.cpu_count()} cores, {simd}, bf16 {bool(flags & BF16_FLAGS)}"
+    bf16 = "native bf16" if flags & BF16_FLAGS else "no native bf16"
+    return f"{model or platform.machine()}, {os.cpu_count()} cores, {simd}, {bf16}"
 
 
 def _cpuinfo() -> list[str]:
