@@ -62,7 +62,8 @@ class EndpointPool:
             self._servers[key] = (url, SERVED_NAME, await attach_embedded(url))
         if key not in self._servers:
             dtype = _dtype_arg(server_args)
-            path, served, args = model, model, VLLM_BOUNDED_SERVER_ARGS
+            path, served = model, model
+            args: tuple[str, ...] = VLLM_BOUNDED_SERVER_ARGS
             if model == EMBEDDED:
                 if dtype is None:  # the dtype this machine serves fastest
                     dtype = served_dtype()
