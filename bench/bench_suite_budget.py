@@ -1,7 +1,7 @@
 """Benchmark: the test suite's last time against its budget (whole suite 30 min, quick tier 5 min).
 
 Reads what the last `nox -s tests` and `nox -s quick` left in ~/.cache/emobench/
-(tests/tiers.py writes it) and prints each run's wall time as a ratio of its target, each tier's
+(tests/tiers.py writes it; EMOBENCH_CACHE moves the folder) and prints each run's wall time as a ratio of its target, each tier's
 time and the slowest tests, so a change that doubles a tier shows in the landing that made it.
 
     python bench/bench_suite_budget.py [--slowest 10] [--dir ~/.cache/emobench]
@@ -11,17 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
+from emobench.endpoints.embedded import cache_root
+
 TARGETS_S = {"tests": 30 * 60, "quick": 5 * 60}
-
-
-def default_dir() -> Path:
-    if os.environ.get("EMOBENCH_TEST_DURATIONS"):
-        return Path(os.environ["EMOBENCH_TEST_DURATIONS"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "emobench"
 
 
 def report(label: str, path: Path, slowest: int) -> list[str]:
@@ -44,7 +39,7 @@ def report(label: str, path: Path, slowest: int) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--slowest", type=int, default=10)
-    ap.add_argument("--dir", type=Path, default=default_dir())
+    ap.add_argument("--dir", type=Path, default=cache_root())
     args = ap.parse_args()
     for label in TARGETS_S:
         print("\n".join(report(label, args.dir / f"test-durations-{label}.json", args.slowest)))

@@ -107,10 +107,11 @@ def serve(_server: FakeOpenAIServer) -> Serve:
     return with_responder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def _embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One vLLM server with the embedded model for the whole run (a start costs 60-90 s of both
-    cores), started as emobench starts it; tests.tiers runs its tests last, so it lives briefly."""
+    """One vLLM server with the embedded model (a start costs 60-90 s of both cores), started as
+    emobench starts it. Its tests are one module (test_vllm_integration.py), so it starts once and
+    is stopped when that module ends, not held idle through the rest of the run."""
     dtype = served_dtype()
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     proc, base = launch_server(str(prepare_embedded_model(dtype)), SERVED_NAME, log, embedded_server_args(dtype))

@@ -17,20 +17,16 @@ from typing import Any
 
 import pytest
 
-from emobench.endpoints.embedded import BF16_FLAGS, cpu_flags
+from emobench.endpoints.embedded import BF16_FLAGS, cache_root, cpu_flags
 
 SLOW_TIERS = ("vllm", "install", "verl", "train", "browser", "ray", "soak")
 # Fixtures that put a test in a tier without a marker of its own.
 FIXTURE_TIERS = {"chromium": "browser", "embedded_vllm": "vllm", "emobench_wheel": "install"}
-DURATIONS_ENV = "EMOBENCH_TEST_DURATIONS"
 
 
 def durations_path(label: str) -> Path:
     """Where a labelled run's durations go: the user cache, kept between runs on one machine."""
-    if os.environ.get(DURATIONS_ENV):
-        return Path(os.environ[DURATIONS_ENV]) / f"test-durations-{label}.json"
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "emobench" / f"test-durations-{label}.json"
+    return cache_root() / f"test-durations-{label}.json"
 
 
 def tier_of(item: pytest.Item) -> str:
