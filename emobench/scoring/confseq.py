@@ -29,6 +29,8 @@ FloatArray = NDArray[np.float64]
 _GRID = 2048
 # Bet cap as a share of the largest bet that cannot bankrupt (the papers use 1/2 or 3/4).
 _CAP = 0.5
+# Runs per block in the batched path: keeps the (runs x grid) work arrays in cache.
+_BLOCK = 64
 
 
 @dataclass(frozen=True)
@@ -134,24 +136,43 @@ def _plugin_bets(y: FloatArray, alpha: float) -> FloatArray:
 def _lower_unit(y: FloatArray, population: int, alpha: float) -> FloatArray:
     """Lower ends (running max) on the unit scale: the largest candidate mean the upward
     gambler has ever rejected (0 while none)."""
+    out = np.empty_like(y)
+    for start in range(0, y.shape[0], _BLOCK):
+        out[start:start + _BLOCK] = _lower_block(y[start:start + _BLOCK], population, alpha)
+    return out
+
+
+def _lower_block(y: FloatArray, population: int, alpha: float) -> FloatArray:
     runs, n = y.shape
     grid = np.linspace(0.0, 1.0, _GRID + 1)
     bets = _plugin_bets(y, alpha)
     before = np.concatenate([np.zeros((runs, 1)), np.cumsum(y, axis=1)[:, :-1]], axis=1)
-    threshold = math.log(2 / alpha)
-    log_wealth = np.zeros((runs, grid.size))
+    threshold = 2 / alpha
+    wealth = np.ones((runs, grid.size))
+    rest = np.empty_like(wealth)
+    bet = np.empty_like(wealth)
     rejected = np.full(runs, -1)
     out = np.empty((runs, n))
     for i in range(n):
         # Mean of the N - i cases not yet played, if the population mean were m (clipped: an m
         # outside the feasible range is excluded by the forced bounds anyway).
-        rest = np.clip((population * grid - before[:, i:i + 1]) / (population - i), 0.0, 1.0)
+        np.multiply(grid, population / (population - i), out=rest)
+        rest -= before[:, i:i + 1] / (population - i)
+        np.clip(rest, 0.0, 1.0, out=rest)
         # Capping the bet at _CAP / rest keeps every factor >= 1 - _CAP > 0; each factor falls
         # as m grows, so the rejected candidates are always a prefix of the grid.
-        bet = np.minimum(bets[:, i:i + 1], _CAP / np.maximum(rest, 1e-300))
-        log_wealth += np.log1p(bet * (y[:, i:i + 1] - rest))
-        hit = log_wealth >= threshold
-        last = grid.size - 1 - np.argmax(hit[:, ::-1], axis=1)
-        rejected = np.maximum(rejected, np.where(hit.any(axis=1), last, -1))
+        np.maximum(rest, 1e-300, out=bet)
+        np.divide(_CAP, bet, out=bet)
+        np.minimum(bet, bets[:, i:i + 1], out=bet)
+        np.subtract(y[:, i:i + 1], rest, out=rest)
+        rest *= bet
+        rest += 1.0
+        wealth *= rest
+        # Once rejected a candidate stays rejected, so capping its wealth loses nothing and
+        # keeps the product finite; underflow to 0 only keeps candidates (conservative).
+        np.minimum(wealth, threshold, out=wealth)
+        # Rejected candidates form a prefix, so their count locates its end (were rounding
+        # ever to break the prefix, the count only moves the end down: conservative).
+        rejected = np.maximum(rejected, np.count_nonzero(wealth >= threshold, axis=1) - 1)
         out[:, i] = np.where(rejected >= 0, grid[np.maximum(rejected, 0)], 0.0)
     return out
