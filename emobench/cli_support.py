@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import typer
 from typer import _click  # typer vendors click: its own classes
-from typer._click.exceptions import BadParameter, NoArgsIsHelpError, UsageError
-from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer._click.exceptions import BadParameter, MissingParameter, NoArgsIsHelpError, UsageError
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from emobench.errors import EmobenchError, EndpointError, InputError
 
@@ -97,6 +97,10 @@ def _usage_in_one_line() -> Iterator[None]:
         yield
     except NoArgsIsHelpError:
         raise  # typer prints the help
+    except MissingParameter as exc:  # click's own message for it is empty here: name what is missing
+        where = exc.ctx.command_path if exc.ctx else "emobench"
+        _say(f"error: {where}: missing {_missing(exc.param)}")
+        raise typer.Exit(exc.exit_code) from None
     except BadParameter as exc:  # a value of the wrong type or not among the choices: name the flag
         flags = [o for o in getattr(exc.param, "opts", ()) if o.startswith("--")]
         where = flags[0] if flags else exc.ctx.command_path if exc.ctx else "emobench"
@@ -106,6 +110,15 @@ def _usage_in_one_line() -> Iterator[None]:
         where = exc.ctx.command_path if exc.ctx else "emobench"
         _say(f"error: {where}: {exc.format_message()}")
         raise typer.Exit(exc.exit_code) from None
+
+
+def _missing(param: Any) -> str:
+    """``argument RUN_DIR`` or ``option --panel``, as the command's help spells it."""
+    if isinstance(param, TyperArgument):
+        return f"argument {(param.metavar or param.name or '').upper()}"
+    if isinstance(param, TyperOption):
+        return f"option {next((o for o in param.opts if o.startswith('--')), param.opts[0])}"
+    return "a parameter"
 
 
 class OneLineUsage(TyperGroup):

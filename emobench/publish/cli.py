@@ -6,18 +6,13 @@ Thin: parse, call, print. An EmobenchError prints its one line to stderr and exi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from emobench.cli_support import one_line_errors
 from emobench.publish.columns import FAMILIES
-
-if TYPE_CHECKING:
-    Family = str
-else:
-    Family = Literal[FAMILIES]  # typer lists and checks the choices
 
 leaderboard_app = typer.Typer(
     help="Build and show the leaderboard.", no_args_is_help=True, add_completion=False
@@ -64,7 +59,10 @@ def show(
     directory: Annotated[
         Path, typer.Argument(help="Directory holding leaderboard.parquet (or the file).")
     ] = Path("leaderboard"),
-    family: Annotated[Family, typer.Option(help="Slice family to show.")] = "overall",
+    family: Annotated[str, typer.Option(
+        help=f"Slice family to show: one of {', '.join(FAMILIES)}, or another the leaderboard has "
+             "(an EMPA bundle's dominant_axis, difficulty).",
+    )] = "overall",
 ) -> None:
     """Print the leaderboard in the terminal."""
     from emobench.publish.leaderboard import read_leaderboard

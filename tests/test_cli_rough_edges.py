@@ -1,0 +1,109 @@
+"""The command line's last rough edges (issue 40, section 2): a missing argument named in one line,
+any slice family a leaderboard has, every kept role and unreachable endpoint named before a call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import typer
+from typer.core import TyperArgument
+from typer.testing import CliRunner
+
+from emobench import cli
+from emobench.run.runner import ROOT
+
+RUNNER = CliRunner()
+EMPA_BUNDLE = next((ROOT / "leaderboard" / "external").glob("empa-*"))
+
+
+def _commands(group: typer.core.TyperGroup, path: list[str]) -> Iterator[tuple[list[str], typer._click.Command]]:
+    for name in group.list_commands(typer.Context(group)):
+        command = group.load(name) if isinstance(group, cli.Commands) else group.commands[name]
+        if isinstance(command, typer.core.TyperGroup):
+            yield from _commands(command, [*path, name])
+        else:
+            yield [*path, name], command
+
+
+def _value(param: typer.core.TyperOption | TyperArgument) -> str:
+    """A value the parser accepts for a parameter, so that only the omitted one is wrong."""
+    annotation = param.type_descriptor.annotation
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return str(next(iter(annotation)).value)
+    return "1" if annotation in (int, float) else "x"
+
+
+def _without(params: list, omitted: object) -> list[str]:
+    """Arguments for every required parameter but ``omitted`` (and, for a positional one, those
+    after it, which would otherwise shift into its place)."""
+    args: list[str] = []
+    positional = [p for p in params if isinstance(p, TyperArgument)]
+    cut = positional.index(omitted) if omitted in positional else len(positional)
+    for param in params:
+        if param is omitted or not param.required:
+            continue
+        if isinstance(param, TyperArgument):
+            args += [_value(param)] if positional.index(param) < cut else []
+        else:
+            args += [next(o for o in param.opts if o.startswith("--")), _value(param)]
+    return args
+
+
+def test_every_missing_required_parameter_of_every_command_is_named_in_one_line() -> None:
+    root = typer.main.get_command(cli.app)
+    assert isinstance(root, cli.Commands)
+    caught, wrong = [], []
+    for path, command in _commands(root, []):
+        for param in (p for p in command.params if p.required):
+            args = [*path, *_without(command.params, param)]
+            name = (param.metavar or param.name).upper() if isinstance(param, TyperArgument) else param.opts[-1]
+            result = RUNNER.invoke(cli.app, args, prog_name="emobench")
+            lines = result.stderr.strip().splitlines()
+            caught.append(" ".join(args))
+            if not (result.exit_code == 2 and len(lines) == 1 and name in lines[0] and "missing" in lines[0]):
+                wrong.append(f"{' '.join(args)} -> {result.exit_code} {result.stderr!r}")
+    assert len(caught) >= 16  # every command with a required parameter, each one omitted in turn
+    assert wrong == []
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["show"], "error: emobench show: missing argument RUN_DIR"),
+        (["judge", "runs/x"], "error: emobench judge: missing option --panel"),
+        (["gate", "--slice", "overall"], "error: emobench gate: missing option --baseline"),
+        (["leaderboard", "build"], "error: emobench leaderboard build: missing argument RUN_DIRS"),
+    ],
+)
+def test_the_issue_s_missing_arguments(args: list[str], line: str) -> None:
+    result = RUNNER.invoke(cli.app, args, prog_name="emobench")
+    assert result.exit_code == 2 and result.stderr.strip() == line
+
+
+def _families(path: Path) -> list[str]:
+    return list(dict.fromkeys(pq.read_table(path / "leaderboard.parquet").column("slice_family").to_pylist()))
+
+
+@pytest.mark.parametrize("bundle", [ROOT / "leaderboard", EMPA_BUNDLE], ids=["shipped", "empa"])
+def test_leaderboard_show_takes_every_family_the_leaderboard_has(bundle: Path) -> None:
+    families = _families(bundle)
+    assert len(families) >= 4
+    for family in families:
+        result = RUNNER.invoke(cli.app, ["leaderboard", "show", str(bundle), "--family", family],
+                               env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        assert "emobench leaderboard:" in result.stdout and "Subject" in result.stdout
+
+
+@pytest.mark.parametrize(("bundle", "family"), [(ROOT / "leaderboard", "language"), (ROOT / "leaderboard", "difficulty"),
+                                                (EMPA_BUNDLE, "valence"), (EMPA_BUNDLE, "nope")])
+def test_a_family_the_leaderboard_lacks_is_one_line_listing_those_it_has(bundle: Path, family: str) -> None:
+    result = RUNNER.invoke(cli.app, ["leaderboard", "show", str(bundle), "--family", family])
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: --family: {family!r} is not one of")
+    assert all(f in lines[0] for f in _families(bundle))
