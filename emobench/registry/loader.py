@@ -6,7 +6,9 @@ or one InputError naming the file, the field and the problem.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import hashlib
+import os
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,8 +38,8 @@ from emobench.registry.models import (
     Persona,
     Scenario,
 )
+from emobench.registry.yaml_io import MAX_FILE_BYTES, read_yaml
 from emobench.registry.yaml_io import display_path as display_path
-from emobench.registry.yaml_io import read_yaml
 
 
 @dataclass(frozen=True)
@@ -275,11 +277,50 @@ def load_library_info(path: Path) -> LibraryInfo:
     return _validate(LibraryInfo, _mapping(path), path)
 
 
+# Libraries already loaded in this process, by what their files were when loaded: a command
+# that needs the cards twice (a run, then its scores) pays for the 500-odd files once.
+_LOADED: OrderedDict[tuple[str, str, str], Registry] = OrderedDict()
+_KEEP_LOADED = 4
+
+
+def _library_state(root: Path) -> str:
+    """A digest of the library's files as they are now: their paths and bytes (a timestamp can
+    miss an edit made within its resolution)."""
+    digest = hashlib.blake2b(digest_size=16)
+    paths = [root / "library.yaml"]
+    for top in ("personas", "scenarios", "editions"):
+        for folder, dirs, files in os.walk(root / top):
+            dirs.sort()
+            paths.extend(Path(folder, name) for name in sorted(files))
+    for path in paths:
+        try:
+            st = path.stat()
+            # A file over the size limit is refused unread, so it is known here by its stat only.
+            data = path.read_bytes() if st.st_size <= MAX_FILE_BYTES else str(st.st_mtime_ns).encode()
+            digest.update(f"{path}\0{st.st_size}\0".encode() + data)
+        except OSError:
+            digest.update(f"{path}\0unreadable".encode())
+    return digest.hexdigest()
+
+
 def load_registry(root: Path) -> Registry:
     """Load and validate every card and split under root, and every archived edition under
     root/editions; raise InputError on the first problem. Authoring rules are checked apart
-    (emobench.registry.rules), so every broken rule can be reported at once."""
+    (emobench.registry.rules), so every broken rule can be reported at once. A library whose
+    files have not changed since it was last loaded in this process is not read again."""
     root = Path(root)
+    key = (str(root.resolve()), os.getcwd(), _library_state(root))  # cwd: the paths errors show
+    if key in _LOADED:
+        _LOADED.move_to_end(key)
+        return _LOADED[key]
+    registry = _read_registry(root)
+    _LOADED[key] = registry
+    while len(_LOADED) > _KEEP_LOADED:
+        _LOADED.popitem(last=False)
+    return registry
+
+
+def _read_registry(root: Path) -> Registry:
     info_path = root / "library.yaml"
     if not info_path.is_file():
         raise InputError(display_path(info_path), "", "file not found (a library root names its "
