@@ -90,17 +90,31 @@ def sequence_bounds(
     seen = np.cumsum(unit, axis=1)
     forced_low = seen / population
     forced_high = (seen + population - np.arange(1, unit.shape[1] + 1)) / population
-    low = np.maximum(_lower_unit(unit, population, alpha), forced_low)
+    # Running max / min: the forced bounds are nested too, but only up to rounding.
+    low = np.maximum.accumulate(np.maximum(_lower_unit(unit, population, alpha), forced_low), axis=1)
     # The upper end is the lower end of the reflected values, so the two ends are one code path.
-    high = np.minimum(1.0 - _lower_unit(1.0 - unit, population, alpha), forced_high)
-    # The two ends cross only when the order contradicts random play (probability <= alpha);
-    # then report the crossing point, within what the values force.
-    crossed = low > high
-    mid = np.clip((low + high) / 2, forced_low, forced_high)
-    low = np.where(crossed, mid, low)
-    high = np.where(crossed, mid, high)
+    high = np.minimum.accumulate(np.minimum(1.0 - _lower_unit(1.0 - unit, population, alpha), forced_high), axis=1)
+    _settle_crossings(low, high, forced_low, forced_high)
     span = hi - lo
     return lo + span * low, lo + span * high
+
+
+def _settle_crossings(low: FloatArray, high: FloatArray, forced_low: FloatArray, forced_high: FloatArray) -> None:
+    """In place: where the ends cross (the betting set is empty), a point instead.
+
+    Under random play the truth stays inside with probability >= 1 - alpha, so crossing means
+    the order contradicts random play (or an alpha-rare draw). Then the interval is a point: the
+    crossing's midpoint kept inside the last interval, and from then on moved only as far as the
+    values force (which nothing can contradict), so a full grid still ends at the exact mean.
+    """
+    for r in np.flatnonzero((low > high).any(axis=1)):
+        first = int(np.argmax(low[r] > high[r]))
+        point = (low[r, first] + high[r, first]) / 2
+        if first > 0:
+            point = min(max(point, low[r, first - 1]), high[r, first - 1])
+        for t in range(first, low.shape[1]):
+            point = min(max(point, forced_low[r, t]), forced_high[r, t])
+            low[r, t] = high[r, t] = point
 
 
 def _checked(values: ArrayLike, lo: float, hi: float, population: int, alpha: float) -> FloatArray:
