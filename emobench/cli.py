@@ -166,7 +166,8 @@ def run(
         loaded = load_run_config(config, resume, flagged, notes)
         source = config or resume or Path("configs/demo.yaml")
         warning = roles_kept(loaded[0], loaded[1], source, demo=config is None and resume is None)
-        notes.extend([warning] if warning else [])
+        if warning:  # before preflight, which may refuse a role the user did not know was kept
+            typer.echo(warning, err=True)
         return loaded
 
     def go(interruption: Interruption) -> None:

@@ -10,11 +10,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import typer
+import yaml
 from typer.core import TyperArgument
 from typer.testing import CliRunner
 
 from emobench import cli
+from emobench.config import PanelConfig, RoleConfig
+from emobench.run.preflight import preflight
 from emobench.run.runner import ROOT
+from tests.conftest import write_config
+from tests.fake_openai import FakeOpenAIServer
 
 RUNNER = CliRunner()
 EMPA_BUNDLE = next((ROOT / "leaderboard" / "external").glob("empa-*"))
@@ -107,3 +112,40 @@ def test_a_family_the_leaderboard_lacks_is_one_line_listing_those_it_has(bundle:
     assert result.exit_code == 2 and len(lines) == 1, result.output
     assert lines[0].startswith(f"error: --family: {family!r} is not one of")
     assert all(f in lines[0] for f in _families(bundle))
+
+
+def test_kept_roles_are_named_before_preflight_and_every_unreachable_endpoint_at_once(
+    fake: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    dead = [f"http://127.0.0.{i}:9/v1" for i in (1, 2, 3)]  # nothing listens on port 9: refused at once
+    cfg = write_config(tmp_path / "run.yaml", fake.base_url)
+    data = yaml.safe_load(cfg.read_text())
+    data["user"]["binding"] = f"openai:sim@{dead[1]}"
+    data["judges"][0]["binding"] = f"openai:judge@{dead[2]}"
+    cfg.write_text(yaml.safe_dump(data))
+    for extra in ([], ["--dry-run"]):
+        result = RUNNER.invoke(cli.app, ["run", "--config", str(cfg), "--subject", f"openai:m@{dead[0]}",
+                                         "--out", str(tmp_path / "runs"), "--no-progress", *extra])
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 2, result.output
+        assert lines[0].startswith(f"warning: --subject given, but {cfg} keeps its user simulator: openai:sim@{dead[1]}; "
+                                   f"judges: openai:judge@{dead[2]}; pass --user and --judge to replace them")
+        assert lines[1].startswith("error: ") and all(f"GET {url}/models failed" in lines[1] for url in dead)
+        assert all(field in lines[1] for field in ("subjects[0]", "user", "panel.judges[0]"))
+    assert fake.state.requests == [] and not (tmp_path / "runs").exists()
+
+
+def test_gemini_s_prefixed_model_ids_are_no_unlisted_model(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    role = RoleConfig(binding="x")
+
+    def warnings(listed: tuple[str, ...], model: str) -> list[str]:
+        said: list[str] = []
+        fake.state.models = listed
+        preflight(roles=[("user", role.model_copy(update={"binding": f"openai:{model}@{fake.base_url}"}))],
+                  panel=PanelConfig(judges=[role]), scoring_profile="emobench", out_dir=tmp_path, root=ROOT,
+                  source="c.yaml", tracker=False, note=said.append)
+        return [line for line in said if "does not list" in line]
+
+    assert warnings(("models/gemini-2.0-flash", "models/other"), "gemini-2.0-flash") == []
+    assert warnings(("models/gemini-2.0-flash",), "models/gemini-2.0-flash") == []
+    assert len(warnings(("models/gemini-2.0-flash",), "gemini-1.5-pro")) == 1  # one it truly lacks still warns

@@ -119,22 +119,46 @@ def _check_endpoints(roles: list[tuple[str, RoleConfig]], source: str | Path, sa
         return await asyncio.gather(*(list_models(*u) for u in unique), return_exceptions=True)
 
     results = dict(zip(unique, run_sync(reach_all()) if unique else [], strict=True))
+    failed: dict[tuple[str, str | None, str | None], list[InputError]] = {}  # per endpoint: each role's error
     warned: set[tuple[str, str]] = set()
     for field, role, url, model, key, variable in targets:
         result = results[(url, key, variable)]
         if isinstance(result, Refused):
-            raise InputError(source, f"{field}.api_key_env", f"the {role.name} role's endpoint {url} {result}")
+            failed.setdefault((url, key, variable), []).append(
+                InputError(source, f"{field}.api_key_env", f"the {role.name} role's endpoint {url} {result}"))
+            continue
         if isinstance(result, Unreachable):
-            raise InputError(source, f"{field}.binding", f"the {role.name} role's endpoint is unreachable: {result}")
+            failed.setdefault((url, key, variable), []).append(
+                InputError(source, f"{field}.binding", f"the {role.name} role's endpoint is unreachable: {result}"))
+            continue
         if isinstance(result, BaseException):
             raise result
-        if result.models and model not in result.models and (url, model) not in warned:
+        # Gemini's OpenAI-compatible API lists its ids as models/NAME and serves them as NAME.
+        listed_ids = {m.removeprefix("models/") for m in result.models}
+        if result.models and model.removeprefix("models/") not in listed_ids and (url, model) not in warned:
             warned.add((url, model))
             listed = ", ".join(result.models[:3]) + (", …" if len(result.models) > 3 else "")
             say(f"warning: {url} does not list the model {model} (it lists {listed}); calls to it may fail")
+    _refuse_all(failed, results, source)
     if unreached:
         say(f"note: not reached before the first call (no free request through their litellm provider): "
             f"{', '.join(dict.fromkeys(unreached))}")
+
+
+def _refuse_all(failed: dict[tuple[str, str | None, str | None], list[InputError]],
+                results: dict[tuple[str, str | None, str | None], Reached | BaseException], source: str | Path) -> None:
+    """One endpoint's failure as its role's error; several at once in one line, each endpoint
+    with the roles that call it, so that a run with three placeholder ports is not fixed in three runs."""
+    errors = [error for errors in failed.values() for error in errors]
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        listed = "; ".join(
+            f"{', '.join(e.field for e in errs)}: "
+            + (f"{endpoint[0]} {results[endpoint]}" if isinstance(results[endpoint], Refused) else str(results[endpoint]))
+            for endpoint, errs in failed.items()
+        )
+        raise InputError(source, "", f"{len(failed)} endpoint(s) cannot be reached, {len(errors)} role(s): {listed}")
 
 
 def _check_provider_keys(roles: list[tuple[str, RoleConfig]], source: str | Path) -> None:
