@@ -135,6 +135,12 @@ def run(
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory, skipping finished episodes.")] = None,
     force: Annotated[bool, typer.Option(help="Resume even when the config hash differs.")] = False,
     shard: Annotated[str | None, typer.Option(help="Run only shard I/N of the (case, seed) pairs, e.g. 0/4.")] = None,
+    stop_when: Annotated[list[str] | None, typer.Option(
+        metavar="SPEC", help="Play the cases in a seeded random order, in waves, and stop once SPEC holds: "
+        "half-width<=H, pairs-resolved, pair=A,B, calls<=N or cost<=USD; repeat for any of several (docs/adaptive.md).",
+    )] = None,
+    wave: Annotated[int | None, typer.Option(
+        min=1, help="Cases per wave of a --stop-when run (default: see docs/adaptive.md).")] = None,
     ray: Annotated[str | None, typer.Option(
         "--ray", is_flag=False, flag_value="local", metavar="[ADDRESS]",
         help="Play the episodes on Ray workers: --ray alone starts a local Ray, --ray auto or an address "
@@ -159,15 +165,16 @@ def run(
 
     def load_config() -> tuple[RunConfig, dict[str, str]]:
         from emobench.run.flags import flag_overrides, load_run_config
+        from emobench.run.stop_spec import parse_stop_when
 
+        parse_stop_when(stop_when)  # a bad SPEC is refused before any file is read
         flagged = flag_overrides(subject, user, judge, split, seeds, max_turns, min_turns, limit, local_split)
         if not references:
             flagged["references"] = []
         loaded = load_run_config(config, resume, flagged, notes)
         source = config or resume or Path("configs/demo.yaml")
         warning = roles_kept(loaded[0], loaded[1], source, demo=config is None and resume is None)
-        if warning:  # before preflight, which may refuse a role the user did not know was kept
-            typer.echo(warning, err=True)
+        notes.extend([warning] if warning else [])
         return loaded
 
     def go(interruption: Interruption) -> None:
@@ -176,7 +183,9 @@ def run(
 
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
+        from emobench.run.adaptive import stop_line
         from emobench.run.finalize import finalize_run, summary_line
+        from emobench.run.flags import stop_plan
         from emobench.run.runner import ROOT, run_benchmark, run_registry
         from emobench.rundir import RunDir
         from emobench.scoring.epmq import EPMQ_WEIGHTS
@@ -185,6 +194,8 @@ def run(
         if run_id is not None and (Path(run_id).name != run_id or run_id in ("", ".", "..") or "\x00" in run_id):
             raise InputError("--run-id", "", f"{run_id!r} is not a plain directory name")
         cfg, flags = load_config()
+        with against_flags(flags):  # an unknown --split is found when the registry is read
+            stop = stop_plan(stop_when, wave, shard, cfg)
         run_dir = resume or out_dir / (run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
         interruption.run_dir = run_dir
         log = err()
@@ -202,6 +213,7 @@ def run(
                     shard=parse_shard(shard),
                     notes=notes,
                     ray=ray,
+                    stop=stop,
                 )
             )
         rd = RunDir(result.run_dir)
@@ -214,14 +226,18 @@ def run(
         report = rd.read_report()
         log.print(f"{result.new_episodes} new episode(s), {result.total_episodes} in total · {summary_line(report)} · {rd.path}")
         log.print(invalid_summary(report))
+        if report.get("adaptive"):
+            log.print(stop_line(report["adaptive"]), soft_wrap=True)
 
     def plan() -> None:
         from emobench.run.dry_run import estimate, print_estimate
+        from emobench.run.flags import stop_plan
         from emobench.run.runner import ROOT
         from emobench.rundir import RunDir
 
         cfg, flags = load_config()
         with against_flags(flags):
+            stop_plan(stop_when, wave, shard, cfg)  # checked as a real run would check it
             est = estimate(cfg, ROOT, shard=parse_shard(shard), resume=RunDir(resume) if resume else None, force=force,
                            out_dir=out_dir)
         for line in notes:

@@ -7,6 +7,7 @@ by every metric and subject; Wilson intervals for success rates.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,7 +144,25 @@ def build_leaderboard(
                    "method": "expanded percentile"},
         examples=_examples(runs, ep, table),
     )
+    stopped = _sequences(runs)
+    if stopped:
+        meta[b"emobench.sequential"] = json.dumps(stopped, sort_keys=True).encode()
     return table.replace_schema_metadata(meta)
+
+
+def _sequences(runs: Sequence[Run]) -> dict[str, Any]:
+    """subject -> its EPM-Q confidence sequence, for a run stopped early (run/adaptive.py). The
+    bootstrap assumes the cases played were fixed in advance; after a stop chosen from the data
+    only the sequence's interval holds, so the leaderboard shows it beside the bootstrap one."""
+    out: dict[str, Any] = {}
+    for run in runs:
+        block = run.manifest.get("adaptive") or {}
+        if not block.get("stopped"):
+            continue
+        for subject, cs in (block.get("subjects") or {}).items():
+            out[subject] = {**cs, "run_id": run.run_id, "reason": block.get("reason"),
+                            "cases_played": block.get("cases_played"), "calls_saved": block.get("calls_saved_estimate")}
+    return out
 
 
 def _subject_marks(runs: Sequence[Run], ep: _Episodes) -> tuple[list[str], list[bool]]:

@@ -51,6 +51,12 @@ def _value(row: dict[str, Any], col: str, scale: float, digits: int, with_ci: bo
     return text
 
 
+def _sequence_cell(cs: dict[str, Any] | None) -> Text:
+    if not cs:
+        return Text("–")
+    return Text(f"[{cs['lower']:.1f}, {cs['upper']:.1f}] {cs['n']}/{cs['population']}")
+
+
 SHORT = {"empathy": "Emp.", "humanlikeness": "Human.", "persona_adaptation": "Persona",
          "coherence": "Coher.", "bt_rating": "BT", "final_meter": "Meter"}
 # Least important first. The key columns (subject, EPM-Q with its CI, success) are never dropped;
@@ -59,7 +65,8 @@ DROP_ORDER = ("coherence", "persona_adaptation", "humanlikeness", "empathy", "n_
               "final_meter", "#", "bt_rating_ci", "bt_rating", "n_cases", "success_rate_ci")
 
 
-def _columns(rows: list[dict[str, Any]], names: list[str], family: str, width: int) -> tuple[list[_Col], list[str]]:
+def _columns(rows: list[dict[str, Any]], names: list[str], family: str, width: int,
+             sequences: dict[str, Any] | None = None) -> tuple[list[_Col], list[str]]:
     """Columns that fit the console, and the headers of those left out. A bundle without a
     column (an external one has no judges' rubrics and no BT) shows none for it."""
     rank_in_slice: Counter[str] = Counter()
@@ -83,6 +90,8 @@ def _columns(rows: list[dict[str, Any]], names: list[str], family: str, width: i
                  "persona_adaptation", "coherence", "bt_rating"):
         if name in names and (name != "bt_rating" or any(r.get(name) is not None for r in rows)):
             cols[name] = metric(name, name in ("epmq", "success_rate", "bt_rating"))
+        if name == "epmq" and sequences:  # a run stopped early: the interval valid for it, never dropped
+            cols["epmq_cs"] = _Col("EPM-Q CS", [_sequence_cell(sequences.get(r["subject"])) for r in rows])
     for name, header in (("n_cases", "Cases"), ("n_episodes", "Eps.")):
         if name in names:
             cols[name] = _Col(header, [Text(str(r[name])) for r in rows])
@@ -126,9 +135,14 @@ def render_table(table: pa.Table, console: Console, slice_family: str = "overall
     if meta.get("trackers") not in (None, "run"):
         caption += f" {escape(str(meta['trackers']))}."
     title = FAMILY_TITLES.get(slice_family, slice_family.replace("_", " ").capitalize())  # an EMPA bundle's own
+    sequences = meta.get("sequential") or {}
+    if sequences:
+        caption += (" [bold]Stopped early[/] (run --stop-when): EPM-Q CS, the confidence sequence after the cases "
+                    "played (n/N), is the interval valid for it; the bootstrap CI assumes every case was to be played, "
+                    "and is not.")
     out = Table(title=f"emobench leaderboard: {title}", caption=caption,
                 caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    cols, dropped = _columns(rows, table.column_names, slice_family, console.width)
+    cols, dropped = _columns(rows, table.column_names, slice_family, console.width, sequences)
     for col in cols:
         out.add_column(col.header, justify="right" if col.numeric else "left", no_wrap=col.numeric,
                        overflow="fold", style="dim" if col.dim else None)

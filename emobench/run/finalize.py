@@ -141,6 +141,8 @@ def finalize_run(
         "faults": out.fault_counts(),  # logged as they happened, by every process on this run
         "accounting": accounting(episodes, list(judgements.values()), _prices(config)),
     }
+    if origin_manifest.get("adaptive"):  # a --stop-when run or a sequential gate: when and why it stopped
+        report["adaptive"] = origin_manifest["adaptive"]
     out.write_json(out.report, report)
     out.write_json(out.manifest, {**out.read_manifest(), "accounting": report["accounting"],
                                   "language": report["language"], "trackers": report["trackers"]})

@@ -128,3 +128,22 @@ def load_run_config(
         notes += said
     return validated, flags
 
+
+
+def stop_plan(stop_when: list[str] | None, wave: int | None, shard: str | None, config: RunConfig) -> Any:
+    """The adaptive run `--stop-when` asks for (run/adaptive.py), or None for the whole grid.
+    Refused with --shard: a shard holds some seeds of a case, so no case's mean is known in it."""
+    from emobench.run.stop_spec import FLAG, parse_stop_when
+
+    rules = parse_stop_when(stop_when)
+    if not rules:
+        if wave is not None:
+            raise InputError("--wave", "", f"{wave}: waves are for an adaptive run; give --stop-when too")
+        return None
+    if shard is not None:
+        raise InputError(FLAG, "", "an adaptive run cannot be sharded (--shard): its waves need every episode of a case")
+    from emobench.run.adaptive import AdaptiveRun
+    from emobench.run.runner import ROOT, run_registry, select_cases
+
+    registry = run_registry(config, ROOT)
+    return AdaptiveRun.for_run(rules, config, registry, len(select_cases(registry, config)), wave)

@@ -33,6 +33,7 @@ from emobench.prompts import cases_language, load_language_template
 from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict
 from emobench.registry import Case, Registry
 from emobench.registry.local import CASES_FILE, read_split_info
+from emobench.run.adaptive import Stopper
 from emobench.run.binding import bind_roles, load_prompts, run_registry
 from emobench.run.preflight import preflight
 from emobench.rundir import RunDir, atomic_write_bytes, read_records
@@ -204,10 +205,13 @@ async def run_benchmark(
     shard: tuple[int, int] | None = None,
     notes: Sequence[str] = (),
     ray: str | None = None,
+    stop: Stopper | None = None,
 ) -> RunResult:
     """Run (or resume) every episode, judging each as it finishes. ``notes`` (what the command
     line changed, a role it kept) are printed under the run's first line, once preflight passed.
-    ``ray`` ("local", "auto" or an address) plays the episodes on a Ray cluster's workers."""
+    ``ray`` ("local", "auto" or an address) plays the episodes on a Ray cluster's workers.
+    ``stop`` (an adaptive run, run/adaptive.py) plays the cases in its waves and may end early;
+    what it decided goes to the manifest's ``adaptive``."""
     console = console or Console(stderr=True)
     registry = run_registry(config, root)
     cases = select_cases(registry, config)
@@ -296,30 +300,41 @@ async def run_benchmark(
 
         writes: set[asyncio.Future[None]] = set()
         total = len(done) + len(jobs)
-        tasks = [asyncio.create_task(one(*job)) for job in jobs]
+        waves = stop.waves([c.id for c in cases]) if stop is not None else [[c.id for c in cases]]
+        played: list[str] = []  # the cases of the waves played, in play order
+        ran: list[tuple[RoleCaller, Case, int]] = []
         new = turns = 0
         try:
             with long_lived_heap(), _progress(console, show_progress) as progress:
                 bar = progress.add_task("run", total=total, completed=len(done), calls=0, retries=0, turns=0)
-                try:
-                    for next_done in asyncio.as_completed(tasks):
-                        turns += await next_done
-                        new += 1
-                        progress.update(
-                            bar,
-                            advance=1,
-                            turns=turns,
-                            calls=sum(c.stats.calls for c in pool.clients()) + (cluster.calls if cluster else 0),
-                            retries=sum(sum(c.stats.faults.values()) for c in pool.clients())
-                            + (cluster.faults if cluster else 0),
-                        )
-                finally:
-                    for task in tasks:
-                        task.cancel()
-                    await asyncio.gather(*tasks, return_exceptions=True)
-                    await asyncio.gather(*writes)  # every finished episode is on disk before we report
-            # Subjects on disk: those of earlier runs' episodes and of every job, all now finished.
-            on_disk = {key.rsplit("|", 2)[0] for key in done} | {subject.info.label for subject, _, _ in jobs}
+                for wave in waves:
+                    batch = [job for job in jobs if job[1].id in set(wave)] if stop is not None else jobs
+                    tasks = [asyncio.create_task(one(*job)) for job in batch]
+                    try:
+                        for next_done in asyncio.as_completed(tasks):
+                            turns += await next_done
+                            new += 1
+                            progress.update(
+                                bar,
+                                advance=1,
+                                turns=turns,
+                                calls=sum(c.stats.calls for c in pool.clients()) + (cluster.calls if cluster else 0),
+                                retries=sum(sum(c.stats.faults.values()) for c in pool.clients())
+                                + (cluster.faults if cluster else 0),
+                            )
+                    finally:
+                        for task in tasks:
+                            task.cancel()
+                        await asyncio.gather(*tasks, return_exceptions=True)
+                        await asyncio.gather(*writes)  # every finished episode is on disk before we report
+                    ran += batch
+                    played += wave
+                    if stop is not None and stop.after_wave(rd, played):
+                        break
+            if stop is not None:
+                rd.write_json(rd.manifest, {**rd.read_manifest(), "adaptive": stop.record()})
+            # Subjects on disk: those of earlier runs' episodes and of every job played, all now finished.
+            on_disk = {key.rsplit("|", 2)[0] for key in done} | {subject.info.label for subject, _, _ in ran}
             await _judge_leftovers(rd, registry, panel, limits, config.concurrency, shard, console, unjudged, on_disk)
         except EndpointError as exc:
             kept = len(rd.done_keys())

@@ -1,0 +1,216 @@
+"""Adaptive runs (docs/adaptive.md): play the cases in a seeded random order, in waves, and stop
+once the question asked with `--stop-when` is settled.
+
+After each wave every subject's mean EPM-Q over the split's cases, and every pair's mean paired
+difference, get an anytime-valid confidence sequence (emobench.scoring.confseq: the finite case
+set sampled without replacement). Anytime-valid means the run may stop at a time chosen from
+the data and the interval still holds; a bootstrap interval would not. The runner asks this
+module which cases each wave holds and, after each, whether to stop; the gate's sequential mode
+(emobench.gate.sequential) answers the same two questions its own way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any, Protocol
+
+from emobench.config import Price, RunConfig
+from emobench.errors import InputError
+from emobench.profiles import load_profile
+from emobench.records import EpisodeJudgement
+from emobench.registry import Registry
+from emobench.run.stop_spec import FLAG, CallBudget, CostBudget, HalfWidth, PairResolved, PairsResolved, StopRule
+from emobench.rundir import RunDir, read_records
+from emobench.scoring.confseq import SequenceInterval, mean_sequence
+from emobench.scoring.episode_scores import score_episode
+from emobench.scoring.replay import rejudged
+
+ALPHA = 0.05
+ORDER_SEED = 0  # every adaptive run of a split plays its cases in the same order
+
+
+class Stopper(Protocol):
+    """What the runner asks of an adaptive run: its waves, and after each whether to stop."""
+
+    def waves(self, case_ids: Sequence[str]) -> list[list[str]]: ...
+
+    def after_wave(self, rd: RunDir, played: Sequence[str]) -> bool: ...
+
+    def record(self) -> dict[str, Any]: ...
+
+
+def case_order(case_ids: Sequence[str], seed: int = ORDER_SEED) -> list[str]:
+    """A seeded uniformly random order that depends on each case's id alone: a subset (the
+    gate's baseline cases) is played in the order the whole split would be. Uniform, not
+    stratified by category: the sequence's guarantee needs each next case to be a uniform
+    draw from those not yet played."""
+    return sorted(case_ids, key=lambda c: hashlib.blake2b(f"{seed}|{c}".encode(), digest_size=8).digest())
+
+
+def in_waves(ordered: Sequence[str], size: int) -> list[list[str]]:
+    return [list(ordered[i:i + size]) for i in range(0, len(ordered), size)]
+
+
+def default_wave(concurrency: int, episodes_per_case: int, population: int) -> int:
+    """Cases per wave: enough episodes to fill every concurrency slot (a wave's last episodes
+    leave slots idle until the check), and at least a tenth of the split, so a large concurrency
+    or a small split does not check after every case. Looking often costs the sequence nothing;
+    the price of a wave is what the run may play past the point where it could have stopped."""
+    fill = math.ceil(concurrency / max(episodes_per_case, 1))
+    return max(1, min(population, max(math.ceil(population / 10), min(fill, math.ceil(population / 3)))))
+
+
+def epmq_range(profile: str, source: str = FLAG) -> tuple[float, float]:
+    """EPM-Q's range under a scoring profile; the sequences need a bounded one."""
+    if not load_profile(profile).indices.cap_at_100:
+        raise InputError(source, "", f"the scoring profile {profile!r} does not bound EPM-Q (indices may pass 100), "
+                         "so no confidence sequence holds; use the emobench profile")
+    return 0.0, 100.0
+
+
+def case_values(rd: RunDir, registry: Registry, cases: set[str], profile: str, min_turns: int,
+                metric: str = "epmq") -> dict[str, dict[str, float]]:
+    """subject -> case -> the mean over seeds of the metric (unscored episodes left out), for the
+    given cases, as finalize would score them (the affect tracker plays no part in EPM-Q)."""
+    judgements = {j.key: j for j in read_records(rd.judgements, EpisodeJudgement)}
+    rules = load_profile(profile).engine
+    sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for episode in rd.read_episodes():
+        if episode.case_id not in cases:
+            continue
+        judgement = judgements.get(episode.key)
+        if judgement is not None and judgement.mdep is not None:
+            episode = rejudged(episode, judgement.mdep, min_turns, rules)
+        value = score_episode(episode, registry.case(episode.case_id), rd.path.name, judgement, None, profile)[metric]
+        if value is not None:
+            sums[episode.subject][episode.case_id].append(float(value))
+    return {s: {c: sum(v) / len(v) for c, v in by_case.items()} for s, by_case in sums.items()}
+
+
+def spent(rd: RunDir, prices: dict[str, Price]) -> tuple[int, float]:
+    """Live model calls (not answered from the response cache) and their cost so far."""
+    calls, cost = 0, 0.0
+    records = [e.calls for e in rd.read_episodes()] + [j.calls for j in read_records(rd.judgements, EpisodeJudgement)]
+    for call in (c for group in records for c in group if not c.cached):
+        calls += 1
+        price = prices.get(call.label)
+        if price is not None:
+            cost += (call.prompt_tokens * price.input_per_mtok + call.completion_tokens * price.output_per_mtok) / 1e6
+    return calls, cost
+
+
+def interval_record(interval: SequenceInterval, mean: float) -> dict[str, Any]:
+    return {"mean": mean, "lower": interval.lower, "upper": interval.upper, "n": interval.n,
+            "population": interval.population, "alpha": interval.alpha}
+
+
+@dataclass
+class AdaptiveRun:
+    """The Stopper of `run --stop-when`."""
+
+    rules: list[StopRule]
+    subjects: list[str]
+    population: int
+    wave: int
+    registry: Registry
+    profile: str
+    min_turns: int
+    prices: dict[str, Price]
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def for_run(cls, rules: list[StopRule], config: RunConfig, registry: Registry, population: int,
+                wave: int | None) -> AdaptiveRun:
+        subjects = [s.name for s in config.subjects]
+        for rule in rules:
+            for label in (rule.a, rule.b) if isinstance(rule, PairResolved) else ():
+                if label not in subjects:
+                    raise InputError(FLAG, "", f"{rule}: {label!r} is not a subject of this run ({', '.join(subjects)})")
+            if isinstance(rule, CostBudget) and not config.prices():
+                raise InputError(FLAG, "", f"{rule}: no role of this run has a price (see docs/ci.md, prices)")
+        if any(isinstance(r, PairsResolved) for r in rules) and len(subjects) < 2:
+            raise InputError(FLAG, "", "pairs-resolved: the run has one subject, so no pair")
+        epmq_range(config.scoring_profile)
+        size = wave or default_wave(config.concurrency, len(subjects) * len(config.seeds), population)
+        return cls(rules, subjects, population, size, registry, config.scoring_profile, config.min_turns,
+                   config.prices())
+
+    def waves(self, case_ids: Sequence[str]) -> list[list[str]]:
+        return in_waves(case_order(case_ids), self.wave)
+
+    def after_wave(self, rd: RunDir, played: Sequence[str]) -> bool:
+        lo, hi = epmq_range(self.profile)
+        values = case_values(rd, self.registry, set(played), self.profile, self.min_turns)
+        subjects = {s: _sequence(played, values.get(s, {}), None, lo, hi, self.population) for s in self.subjects}
+        pairs = {(a, b): _sequence(played, values.get(a, {}), values.get(b, {}), lo - hi, hi - lo, self.population)
+                 for a, b in combinations(self.subjects, 2)}
+        calls, cost = spent(rd, self.prices)
+        per_case = len(played) and 1 / len(played)
+        reasons = [why for rule in self.rules
+                   if (why := self._holds(rule, subjects, pairs, calls * per_case * self.wave + calls,
+                                          cost * per_case * self.wave + cost))]
+        self.state = {
+            "cases_played": len(played), "waves_played": math.ceil(len(played) / self.wave),
+            "stopped": bool(reasons) and len(played) < self.population,
+            "reason": "; ".join(reasons) if reasons else "every case played",
+            **_savings(calls, cost if self.prices else None, len(played), self.population),
+            "subjects": {s: interval_record(*v) for s, v in subjects.items() if v},
+            "pairs": [{"a": a, "b": b, **interval_record(*v)} for (a, b), v in pairs.items() if v],
+        }
+        return bool(reasons)
+
+    def _holds(self, rule: StopRule, subjects: dict[str, Any], pairs: dict[tuple[str, str], Any],
+               next_calls: float, next_cost: float) -> str | None:
+        if isinstance(rule, HalfWidth):
+            widths = [v[0].half_width for v in subjects.values() if v]
+            ok = len(widths) == len(subjects) and max(widths) <= rule.limit
+            return f"{rule}: every subject's mean EPM-Q within ±{max(widths, default=0):.3g}" if ok else None
+        if isinstance(rule, PairsResolved):
+            ok = all(v and v[0].excludes(0.0) for v in pairs.values())
+            return f"{rule}: every pair's sequence excludes 0" if ok else None
+        if isinstance(rule, PairResolved):
+            v = pairs.get((rule.a, rule.b)) or pairs.get((rule.b, rule.a))
+            return f"{rule}: its sequence excludes 0" if v and v[0].excludes(0.0) else None
+        if isinstance(rule, CallBudget):
+            return f"{rule}: the next wave would pass it" if next_calls > rule.limit else None
+        return f"{rule}: the next wave would pass it" if next_cost > rule.limit else None
+
+    def record(self) -> dict[str, Any]:
+        return {"mode": "run", "rules": [str(r) for r in self.rules], "order_seed": ORDER_SEED, "wave": self.wave,
+                "population": self.population, "alpha": ALPHA, "range": list(epmq_range(self.profile)), **self.state}
+
+
+def _sequence(played: Sequence[str], a: dict[str, float], b: dict[str, float] | None, lo: float, hi: float,
+              population: int) -> tuple[SequenceInterval, float] | None:
+    """The sequence over the played cases in play order (a's values, or a - b on the cases both
+    have), with the observed mean; None before any value."""
+    values = [a[c] - (b[c] if b is not None else 0.0) for c in played if c in a and (b is None or c in b)]
+    if not values:
+        return None
+    return mean_sequence(values, lo=lo, hi=hi, population=population, alpha=ALPHA), sum(values) / len(values)
+
+
+def _savings(calls: int, cost: float | None, played: int, population: int) -> dict[str, Any]:
+    """Calls (and dollars) so far against the full grid's, extrapolated at the played cases' mean."""
+    full = round(calls * population / played) if played else calls
+    out: dict[str, Any] = {"calls": calls, "calls_full_estimate": full, "calls_saved_estimate": full - calls}
+    if cost is not None:
+        full_cost = cost * population / played if played else cost
+        out |= {"cost_usd": round(cost, 6), "cost_saved_estimate_usd": round(full_cost - cost, 6)}
+    return out
+
+
+def stop_line(block: dict[str, Any]) -> str:
+    """The run's closing line about its stop (CLI, report)."""
+    played, population = block["cases_played"], block["population"]
+    saved, full = block["calls_saved_estimate"], block["calls_full_estimate"]
+    share = f" ({saved / full:.0%})" if full else ""
+    head = "stopped early" if block["stopped"] else "played to the end"
+    dollars = f", ≈ ${block['cost_saved_estimate_usd']:.2f}" if "cost_saved_estimate_usd" in block else ""
+    return (f"{head} after {played} of {population} cases ({block['waves_played']} wave(s) of {block['wave']}): "
+            f"{block['reason']}; ≈ {saved} of {full} calls saved{share}{dollars} against the full grid")
