@@ -1,8 +1,10 @@
 """The command line's last rough edges (issue 40, section 2): a missing argument named in one line,
-any slice family a leaderboard has, every kept role and unreachable endpoint named before a call."""
+any slice family a leaderboard has, every kept role and unreachable endpoint named before a call,
+the README's commands found as its readers run them, and the items noticed before and left."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
@@ -20,6 +22,7 @@ from emobench.run.preflight import preflight
 from emobench.run.runner import ROOT
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer
+from tests.test_docs_commands import doc_blocks
 
 RUNNER = CliRunner()
 EMPA_BUNDLE = next((ROOT / "leaderboard" / "external").glob("empa-*"))
@@ -149,3 +152,27 @@ def test_gemini_s_prefixed_model_ids_are_no_unlisted_model(fake: FakeOpenAIServe
     assert warnings(("models/gemini-2.0-flash", "models/other"), "gemini-2.0-flash") == []
     assert warnings(("models/gemini-2.0-flash",), "models/gemini-2.0-flash") == []
     assert len(warnings(("models/gemini-2.0-flash",), "gemini-1.5-pro")) == 1  # one it truly lacks still warns
+
+
+def _readme_emobench_exits(text: str, folder: Path) -> list[tuple[str, int]]:
+    """Each emobench command of the README's blocks that run, as a reader who installed emobench
+    into an environment of their own runs it: in a folder with no demo venv, `emobench` on PATH
+    (a stand-in that exits 0: what is checked is that the shell finds the program)."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "emobench").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "emobench").chmod(0o755)
+    commands = [c for block in doc_blocks(ROOT / "README.md", text) if not block.skip for c in block.commands()
+                if "emobench" in c.split()[0]]
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(folder)}
+    return [(c, subprocess.run(["bash", "-c", c], cwd=folder, env=env, capture_output=True).returncode)
+            for c in commands]
+
+
+def test_every_readme_emobench_command_finds_the_program(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    exits = _readme_emobench_exits(text, tmp_path)
+    assert len(exits) >= 8 and [(c, rc) for c, rc in exits if rc] == []
+    # The demo reader gets `emobench` on PATH from the first block, which built the venv.
+    first = doc_blocks(ROOT / "README.md", text)[0].commands()
+    assert "nox -s demo" in first[0] and any(c.startswith("source .venv/bin/activate") for c in first[1:])
