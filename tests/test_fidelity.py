@@ -4,6 +4,7 @@ against the fake server, one of them relabelled as played by a person."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -95,15 +96,37 @@ def test_turn_words_by_hand() -> None:
     assert out["mannwhitney_u"] == 1.5 and out["episodes"] == {"human": 1, "simulator": 2}
 
 
+def _split_p(first: list[Any], second: list[Any], stat: Any) -> float:
+    """Exact two-sided p by hand: the share of the ways to deal the pooled items into sides of the
+    same sizes whose statistic reaches the observed one."""
+    pooled, n = first + second, len(first)
+    observed = stat(first, second)
+    splits = [[pooled[i] for i in pick] for pick in itertools.combinations(range(len(pooled)), n)]
+    rest = [[pooled[i] for i in range(len(pooled)) if i not in pick] for pick in itertools.combinations(range(len(pooled)), n)]
+    return sum(stat(a, b) >= observed - 1e-9 for a, b in zip(splits, rest, strict=True)) / len(splits)
+
+
+def _chi2_stat(first: list[Any], second: list[Any]) -> float:
+    kinds = sorted(set(first + second))
+    return float(scipy.stats.chi2_contingency([[side.count(k) for k in kinds] for side in (first, second)],
+                                              correction=False).statistic)
+
+
+def _u_gap(first: list[float], second: list[float]) -> float:
+    return abs(float(scipy.stats.mannwhitneyu(first, second).statistic) - len(first) * len(second) / 2)
+
+
 def test_stops_leave_rate_and_fisher_by_hand() -> None:
-    out = stops(["user_left", "user_left", "max_turns"], ["max_turns", "max_turns", "epm_success"])
+    human, simulator = ["user_left", "user_left", "max_turns"], ["max_turns", "max_turns", "epm_success"]
+    out = stops(human, simulator)
     assert out["leave_rate"] == {"human": pytest.approx(0.6667), "simulator": 0.0}
     # Table [[2, 1], [0, 3]]: P(a) = C(3, a) C(3, 2 - a) / C(6, 2) = 3/15, 9/15, 3/15 for a = 0, 1, 2;
     # two-sided p sums the tables no likelier than the one seen: 3/15 + 3/15.
     assert out["leave_fisher_p"] == pytest.approx(0.4)
     assert out["reasons"]["user_left"] == {"human": 2, "simulator": 0}
-    expected = scipy.stats.chi2_contingency([[0, 1, 2], [1, 2, 0]]).pvalue  # epm_success, max_turns, user_left
-    assert out["reasons_chi2_p"] == pytest.approx(expected, abs=1e-6)
+    # Six stops: chi-square's asymptotic p (0.22) is no p at these counts; the exact one deals the
+    # six stops into two sides of 3 in all C(6, 3) = 20 ways: 8 reach the observed statistic.
+    assert out["reasons_chi2_p"] == pytest.approx(_split_p(human, simulator, _chi2_stat)) == pytest.approx(0.4)
     assert stops(["max_turns"], ["max_turns"])["reasons_chi2_p"] is None
 
 
@@ -113,9 +136,40 @@ def test_judge_levels_count_each_item() -> None:
     simulator = [turn | {"A progress": 1}, turn]
     out = judge_levels(human, simulator)
     assert out["A progress"]["human"] == [0, 0, 2] and out["A progress"]["simulator"] == [1, 1, 0]
-    expected = scipy.stats.chi2_contingency([[0, 0, 2], [1, 1, 0]]).pvalue
-    assert out["A progress"]["chi2_p"] == pytest.approx(expected, abs=1e-6)
+    # Levels 2, 2 against 1, 0: only that split and its mirror reach the statistic, 2 of C(4, 2) = 6.
+    assert out["A progress"]["chi2_p"] == pytest.approx(_split_p([2, 2], [1, 0], _chi2_stat)) == pytest.approx(1 / 3)
     assert out["C progress"] == {"human": [2, 0, 0], "simulator": [2, 0, 0], "chi2_p": None}
+
+
+def test_large_tables_keep_the_asymptotic_chi2() -> None:
+    human, simulator = ["user_left"] * 20 + ["max_turns"] * 20, ["user_left"] * 10 + ["max_turns"] * 30
+    expected = scipy.stats.chi2_contingency([[20, 20], [10, 30]]).pvalue  # C(80, 40) splits: not enumerated
+    assert stops(human, simulator)["reasons_chi2_p"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_mannwhitney_p_is_exact_with_ties_at_small_n() -> None:
+    human, simulator = [["a b", "a b c d"], ["a"], ["a b c"]], [["a"], ["a b"], ["a b"], ["a"]]
+    out = turn_words(human, simulator)
+    # Episode means 3, 1, 3 against 1, 2, 2, 1: tied, so scipy's own p is its normal approximation.
+    means = ([3.0, 1.0, 3.0], [1.0, 2.0, 2.0, 1.0])
+    assert out["mannwhitney_p"] == pytest.approx(_split_p(*means, _u_gap), abs=1e-6)
+    assert out["mannwhitney_p"] != pytest.approx(scipy.stats.mannwhitneyu(*means).pvalue, abs=1e-3)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=4), st.lists(st.integers(0, 3), min_size=1, max_size=5))
+def test_small_sample_p_values_are_exact_probabilities(human: list[int], simulator: list[int]) -> None:
+    reasons = ["epm_success", "max_turns", "user_left", "collapse"]
+    out = stops([reasons[i] for i in human], [reasons[i] for i in simulator])
+    if len(set(human + simulator)) < 2:
+        assert out["reasons_chi2_p"] is None
+    else:
+        assert 0 < out["reasons_chi2_p"] <= 1
+        assert out["reasons_chi2_p"] == pytest.approx(_split_p(human, simulator, _chi2_stat), abs=1e-6)
+    words = turn_words([["a " * (i + 1)] for i in human], [["a " * (i + 1)] for i in simulator])
+    assert 0 < words["mannwhitney_p"] <= 1
+    expected = _split_p([i + 1.0 for i in human], [i + 1.0 for i in simulator], _u_gap)
+    assert words["mannwhitney_p"] == pytest.approx(expected, abs=1e-6)
 
 
 # --- the discriminator ---------------------------------------------------------------------------

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
 
-from emobench.scoring.reliability import krippendorff_alpha, position_flip_rate, spearman
+from emobench.scoring.reliability import EXACT_MAX, krippendorff_alpha, position_flip_rate, spearman, spearman_rho
 
 nan = np.nan
 
@@ -78,6 +83,59 @@ def test_spearman() -> None:
     assert spearman([1, 2, 3, 4], [10, 5, 2, 1])[0] == pytest.approx(-1.0)
     # Ranks x = 1..5, y = 2 1 4 3 5: d^2 = 1+1+1+1+0 = 4, rho = 1 - 6*4/(5*24) = 0.8
     assert spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5])[0] == pytest.approx(0.8)
+
+
+def _brute_force_p(x: Sequence[float], y: Sequence[float]) -> float:
+    """Two-sided exact p by hand: the share of the n! pairings whose |rho| reaches the observed one."""
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
+    observed = abs(float(np.corrcoef(rx, ry)[0, 1]))
+    pairings = list(itertools.permutations(ry))
+    hits = sum(abs(float(np.corrcoef(rx, perm)[0, 1])) >= observed - 1e-9 for perm in pairings)
+    return hits / len(pairings)
+
+
+def test_spearman_p_is_exact_at_small_n() -> None:
+    # validate printed "rho = 1.000 (p = 0.0000, 4 turns)": 2 of the 4! = 24 pairings reach |rho| = 1.
+    assert spearman([1, 2, 3, 4], [0.1, 0.2, 0.3, 0.4]) == pytest.approx((1.0, 2 / 24))
+    # rho = 0.8 on 5 is sum d^2 = 4; sum d^2 <= 4 for the identity, 4 adjacent swaps and 3 pairs of
+    # disjoint adjacent swaps, and their 8 mirrors reach rho <= -0.8: 16 of 120 pairings.
+    assert spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5])[1] == pytest.approx(16 / 120)
+    # Above the exact range: scipy's t approximation, never below the least p a pairing can give.
+    n = EXACT_MAX + 1
+    assert spearman(list(range(n)), list(range(n)))[1] == pytest.approx(1 / math.factorial(n))
+    x = np.arange(30.0)
+    y = x + np.sin(x) * 5
+    assert spearman(x, y)[1] == pytest.approx(stats.spearmanr(x, y).pvalue)
+
+
+small = st.integers(3, 6).flatmap(
+    lambda n: st.tuples(st.lists(st.integers(0, 4), min_size=n, max_size=n), st.lists(st.integers(0, 4), min_size=n, max_size=n)))
+
+
+@settings(max_examples=20, deadline=None)
+@given(small)
+def test_spearman_exact_p_matches_enumeration(xy: tuple[list[int], list[int]]) -> None:
+    x, y = xy
+    rho, p = spearman(x, y)
+    if len(set(x)) < 2 or len(set(y)) < 2:
+        assert math.isnan(rho) and math.isnan(p)
+        return
+    assert 0 < p <= 1
+    assert p == pytest.approx(_brute_force_p(x, y), abs=1e-12)
+    assert rho == pytest.approx(spearman_rho(x, y))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=3, max_size=40), st.randoms(use_true_random=False))
+def test_spearman_p_is_a_probability_and_never_0(x: list[float], rnd: object) -> None:
+    y = list(x)
+    rnd.shuffle(y)  # type: ignore[attr-defined]
+    y = [v * 2 + 1 for v in y] if len(y) % 2 else y[::-1]  # also the perfect (anti)correlations
+    rho, p = spearman(x, y)
+    if math.isnan(rho):
+        assert len(set(x)) < 2 or len(set(y)) < 2
+        return
+    assert 0 < p <= 1 and -1 <= rho <= 1
 
 
 def test_spearman_drops_missing_pairs_and_needs_three() -> None:

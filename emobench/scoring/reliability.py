@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Final, Literal, cast, get_args
@@ -39,11 +41,13 @@ def krippendorff_alpha(ratings: np.ndarray, level: str = "ordinal") -> float:
     return float(krippendorff.alpha(reliability_data=pairable, level_of_measurement=cast(AlphaLevel, level)))
 
 
-def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[float, float]:
-    """Spearman's rho and its two-sided p-value over the pairs where both values are present.
+# Up to 8 pairs the p-value enumerates all n! pairings (40,320 at 8, a few ms); above, scipy's
+# t approximation, which reads a perfect rank order as p = 0 at any n and is loose at small n.
+EXACT_MAX: Final = 8
 
-    (nan, nan) with fewer than 3 complete pairs or when either side is constant.
-    """
+
+def _complete(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The complete pairs' values, or None with fewer than 3 of them or a constant side."""
     a = np.asarray(x, dtype=float)
     b = np.asarray(y, dtype=float)
     if a.shape != b.shape or a.ndim != 1:
@@ -51,9 +55,48 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
     keep = ~(np.isnan(a) | np.isnan(b))
     a, b = a[keep], b[keep]
     if a.size < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return None
+    return a, b
+
+
+def spearman_rho(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
+    """Spearman's rho alone (no p-value: the cheap one for bootstraps); nan as in spearman."""
+    pairs = _complete(x, y)
+    return math.nan if pairs is None else float(stats.spearmanr(*pairs).statistic)
+
+
+@functools.cache
+def _pairings(n: int) -> np.ndarray:
+    """Every permutation of range(n), one a row."""
+    flat = itertools.chain.from_iterable(itertools.permutations(range(n)))
+    return np.fromiter(flat, dtype=np.int8, count=math.factorial(n) * n).reshape(-1, n)
+
+
+def _exact_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided exact p: the share of the n! pairings of the ranks whose |rho| reaches the
+    observed one (ties keep their mid-ranks, so it is exact with ties too)."""
+    ra, rb = stats.rankdata(a), stats.rankdata(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    covs = np.abs(rb[_pairings(a.size)] @ ra)  # rho is cov / a constant the pairing does not change
+    observed = abs(float(rb @ ra))
+    return float(np.mean(covs >= observed - 1e-9 * max(observed, 1.0)))
+
+
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    """Spearman's rho and its two-sided p-value over the pairs where both values are present.
+
+    The p is exact (all pairings) up to EXACT_MAX pairs; above, scipy's t approximation, never
+    below 1/n!, the least p an exact test can give (the observed pairing itself counts).
+    (nan, nan) with fewer than 3 complete pairs or when either side is constant.
+    """
+    pairs = _complete(x, y)
+    if pairs is None:
         return (math.nan, math.nan)
+    a, b = pairs
     result = stats.spearmanr(a, b)
-    return (float(result.statistic), float(result.pvalue))
+    if a.size <= EXACT_MAX:
+        return (float(result.statistic), _exact_p(a, b))
+    return (float(result.statistic), max(float(result.pvalue), 1 / math.factorial(a.size)))
 
 
 def position_flip_rate(df: pd.DataFrame) -> float:

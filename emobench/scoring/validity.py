@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from emobench.records import Episode
-from emobench.scoring.reliability import krippendorff_alpha, spearman
+from emobench.scoring.reliability import krippendorff_alpha, spearman, spearman_rho
 from emobench.scoring.stats import paired_difference
 from emobench.trackers.affect import valence
 
@@ -94,7 +94,7 @@ def retest_agreement(scores: pd.DataFrame, metric: str = "epmq") -> dict[str, An
     by_unit = values.groupby([frame["subject"], frame["case_id"], frame["replicate"]]).mean().unstack("replicate")
     result = {}
     for name, table in (("subjects", by_subject), ("cases", by_unit)):
-        rhos = [spearman(table[a].to_numpy(), table[b].to_numpy())[0] for a, b in itertools.combinations(reps, 2)]
+        rhos = [spearman_rho(table[a].to_numpy(), table[b].to_numpy()) for a, b in itertools.combinations(reps, 2)]
         rhos = [r for r in rhos if not math.isnan(r)]
         result[name] = {"rho": _num(float(np.mean(rhos))) if rhos else None, "pairs": len(rhos), "n": len(table)}
     return {**out, **result}

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from emobench.scoring.reliability import krippendorff_alpha, spearman
+from emobench.scoring.reliability import krippendorff_alpha, spearman_rho
 from emobench.scoring.stats import wilson_interval
 
 CI = 0.95
@@ -21,7 +21,7 @@ def _round(x: float) -> float | None:
 
 
 def _rho(h: np.ndarray, p: np.ndarray) -> float:
-    return spearman(h, p)[0]
+    return spearman_rho(h, p)
 
 
 def _alpha(h: np.ndarray, p: np.ndarray) -> float:

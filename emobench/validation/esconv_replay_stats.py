@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
-from emobench.scoring.reliability import spearman
+from emobench.scoring.reliability import spearman_rho
 from emobench.scoring.stats import wilson_interval
 from emobench.validation.discriminator import discriminate
 from emobench.validation.fidelity import turn_words
@@ -90,7 +90,7 @@ def rank_agreement(x: Sequence[float], y: Sequence[float], chats: Sequence[str],
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
 
     def rho(i: np.ndarray) -> float:
-        return spearman(a[i], b[i])[0]
+        return spearman_rho(a[i], b[i])
 
     def tau(i: np.ndarray) -> float:
         if i.size < 3 or np.ptp(a[i]) == 0 or np.ptp(b[i]) == 0:
@@ -125,7 +125,7 @@ def valence(rows: Sequence[Row], valences: dict[str, float], *, n_boot: int, see
         "real_mean": _num(_mean(real)),
         "simulated_mean": _num(_mean(sim)),
         "paired_difference": _with_ci(lambda i: _mean(sim[i] - real[i]), chats, n_boot, seed),
-        "spearman": _with_ci(lambda i: spearman(real[i], sim[i])[0], chats, n_boot, seed),
+        "spearman": _with_ci(lambda i: spearman_rho(real[i], sim[i]), chats, n_boot, seed),
     }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
-from emobench.scoring.reliability import spearman
+from emobench.scoring.reliability import spearman_rho
 from emobench.validation.agreement_stats import CI, invalid_share
 
 Stat = Callable[[np.ndarray, np.ndarray], float]
@@ -21,7 +21,7 @@ def _round(x: float) -> float | None:
 
 
 def _rho(x: np.ndarray, y: np.ndarray) -> float:
-    return spearman(x, y)[0]
+    return spearman_rho(x, y)
 
 
 def _tau(x: np.ndarray, y: np.ndarray) -> float:

@@ -7,6 +7,7 @@ runs (fidelity_input), runs the tracker over the user turns and puts the statist
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections import Counter
@@ -22,6 +23,9 @@ from emobench.validation.fidelity_input import ITEMS, EpisodeView, Matched, read
 
 LEFT = "user_left"  # the stop reason of a user who left
 MIN_PER_TURN = 2  # episodes each side needs at a turn for that turn to count in a path distance
+# Two samples whose pooled items deal into the two sides' sizes in at most this many ways get an
+# exact p (every deal, a few ms); more, and the asymptotic one, which is close by then.
+EXACT_SPLITS = 20_000
 
 
 def _num(x: float | None, digits: int = 4) -> float | None:
@@ -93,6 +97,28 @@ def _spread(values: Sequence[float]) -> dict[str, Any]:
             "q1": _num(q1, 2), "q3": _num(q3, 2)}
 
 
+def _exact_split_p(items: np.ndarray, n_first: int, stat: Any) -> float | None:
+    """Two-sided exact p of a two-sample test: items (pooled, the first side's n_first first, one
+    row of features each) are dealt into the two sides' sizes in every way, and p is the share
+    of deals whose statistic, of the first side's feature sums, reaches the observed one. None
+    when the deals number over EXACT_SPLITS."""
+    if math.comb(len(items), n_first) > EXACT_SPLITS:
+        return None
+    picks = np.array(list(itertools.combinations(range(len(items)), n_first)), dtype=np.intp)
+    values = stat(items[picks].sum(axis=1))
+    observed = float(stat(items[:n_first].sum(axis=0, keepdims=True))[0])
+    return float(np.mean(values >= observed - 1e-9 * max(abs(observed), 1.0)))
+
+
+def _mannwhitney_p(first: Sequence[float], second: Sequence[float]) -> float:
+    """Mann–Whitney's two-sided p: exact over every deal where they are few (scipy's own exact p
+    refuses ties and falls back to its normal approximation), else scipy's."""
+    ranks = scipy.stats.rankdata([*first, *second])
+    centre = len(first) * (len(ranks) + 1) / 2  # the first side's rank sum under the null
+    exact = _exact_split_p(ranks[:, None], len(first), lambda sums: np.abs(sums[:, 0] - centre))
+    return exact if exact is not None else float(scipy.stats.mannwhitneyu(first, second, alternative="two-sided").pvalue)
+
+
 def turn_words(human: Sequence[Sequence[str]], simulator: Sequence[Sequence[str]]) -> dict[str, Any]:
     """Words per user turn. KS compares the two distributions over turns (turns of one episode are
     not independent, so its p-value is optimistic); Mann–Whitney compares the episodes' mean
@@ -107,18 +133,27 @@ def turn_words(human: Sequence[Sequence[str]], simulator: Sequence[Sequence[str]
         out |= {"ks": _num(ks.statistic), "ks_p": _num(ks.pvalue, 6)}
     if means[0] and means[1]:
         mw = scipy.stats.mannwhitneyu(means[0], means[1], alternative="two-sided")
-        out |= {"mannwhitney_u": _num(mw.statistic, 2), "mannwhitney_p": _num(mw.pvalue, 6),
+        out |= {"mannwhitney_u": _num(mw.statistic, 2), "mannwhitney_p": _num(_mannwhitney_p(*means), 6),
                 "episodes": {"human": len(means[0]), "simulator": len(means[1])}}
     return out
 
 
 def _chi2(table: list[list[int]]) -> float | None:
-    """Chi-square p of a sides x categories table, over the categories either side used; None
+    """Chi-square p of a sides x categories table, over the categories either side used: exact
+    (every deal of the items into the two sides) where the deals are few, else asymptotic; None
     when fewer than two categories were used."""
-    kept = [col for col in zip(*table, strict=True) if sum(col) > 0]
-    if len(kept) < 2:
+    kept = np.array([col for col in zip(*table, strict=True) if sum(col) > 0]).T
+    if kept.shape[1] < 2:
         return None
-    return _num(float(scipy.stats.chi2_contingency(np.array(kept).T).pvalue), 6)
+    totals, n_first = kept.sum(axis=0), int(kept[0].sum())
+    expected = np.outer([n_first, totals.sum() - n_first], totals) / totals.sum()
+
+    def statistic(first: np.ndarray) -> np.ndarray:  # Pearson's X², uncorrected, per deal
+        return (((first - expected[0]) ** 2 / expected[0]) + ((totals - first - expected[1]) ** 2 / expected[1])).sum(axis=1)
+
+    items = np.vstack([np.repeat(np.eye(kept.shape[1]), kept[side], axis=0) for side in (0, 1)])
+    exact = _exact_split_p(items, n_first, statistic)
+    return _num(exact if exact is not None else float(scipy.stats.chi2_contingency(kept).pvalue), 6)
 
 
 def stops(human: Sequence[str], simulator: Sequence[str]) -> dict[str, Any]:
