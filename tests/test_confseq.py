@@ -1,4 +1,4 @@
-"""The anytime-valid confidence sequence (emobench.scoring.confseq, docs/method.md §5.8)."""
+"""The anytime-valid confidence sequence (emobench.scoring.confseq, docs/method.md §5.9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Anytime-valid confidence sequences for the mean of a finite case library (docs/method.md §5.8).
+"""Anytime-valid confidence sequences for the mean of a finite case library (docs/method.md §5.9).
 
 A case library is a finite population: N cases, each with one bounded value (a subject's
 per-case EPM-Q, or a pair's per-case difference). Played in a random order, the first n values
