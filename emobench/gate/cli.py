@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from emobench.cli_support import one_line_errors
+from emobench.cli_support import one_line_errors, response_cache
 from emobench.errors import InputError
 from emobench.gate.compare import _TWO_WAY, GATE_METRICS
 from emobench.publish.runs import SLICE_LEVELS
@@ -69,15 +69,40 @@ def gate(
                           "record the candidate there as the first baseline (exit 0)."),
     ] = Missing.fail,
     n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 10_000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed, and the case order of --sequential.")] = 0,
+    sequential: Annotated[bool, typer.Option(
+        "--sequential", help="Play the candidate on the baseline's cases in the gate's order, in waves, and stop as "
+        "soon as a regression beyond the tolerance, or its absence, is certain (docs/adaptive.md).",
+    )] = False,
+    play: Annotated[Path | None, typer.Option(
+        help="With --sequential: the run config that plays the candidate into --candidate when no run is there yet.",
+    )] = None,
+    wave: Annotated[int | None, typer.Option(min=1, help="With --sequential: cases per wave.")] = None,
+    subject: Annotated[list[str] | None, typer.Option(help="With --play: the candidate's binding, as `run --subject`.")] = None,
+    user: Annotated[str | None, typer.Option(help="With --play: the user simulator's binding, as `run --user`.")] = None,
+    judge: Annotated[list[str] | None, typer.Option(help="With --play: a judge's binding, as `run --judge`.")] = None,
 ) -> None:
     """Regression gate: exit 0 pass, 1 significant regression beyond tolerance, 2 bad input."""
+    from emobench.gate.baseline import load_side
     from emobench.gate.compare import per_metric, run_gate
     from emobench.gate.record import is_missing, record_baseline
     from emobench.gate.summary import summary_markdown
 
     metrics = metric or ["epmq"]
     with one_line_errors():
+        if sequential:
+            _sequential_only(metrics, slice_)
+        elif play is not None or wave is not None:
+            raise InputError("--play" if play is not None else "--wave", "", "plays the candidate only with --sequential")
+        from emobench.run.flags import flag_overrides
+
+        bindings = flag_overrides(subject, user, judge, None, None, None, None, None)
+        if bindings and play is None:
+            raise InputError("--" + next(iter(bindings)).rstrip("s"), "", "binds a role of the run --play starts; give --play")
+        if sequential and baseline_missing is Missing.record and is_missing(baseline) and play is not None:
+            from emobench.gate.sequential import play_all
+
+            play_all(candidate, play, bindings, response_cache(True, None))
         if baseline_missing is Missing.record and is_missing(baseline):
             _report(record_baseline(candidate, baseline, n_boot=n_boot, seed=seed) + "\n", summary)
             raise typer.Exit(0)
@@ -86,15 +111,38 @@ def gate(
             if family == "category" and label not in CATEGORIES:
                 raise InputError("--slice", spec, f"unknown category {label!r} (known: {', '.join(CATEGORIES)})")
         known = [m for m in metrics if m in GATE_METRICS]
+        tolerances = per_metric(tolerance or [], known, "tolerance")
+        if sequential:
+            from emobench.gate.sequential import play_candidate, sequential_markdown
+
+            seq = play_candidate(baseline, candidate, play=play, tolerance=tolerances.get("epmq", 0.0),
+                                 baseline_subject=baseline_subject, requested=candidate_subject, seed=seed, wave=wave,
+                                 bindings=bindings, cache=response_cache(True, None))
+            if seq.state.get("stopped"):
+                base = load_side(baseline, baseline_subject, "--baseline-subject")
+                _report(sequential_markdown(seq, base.source, str(candidate), base.subject), summary)
+                raise typer.Exit(1 if seq.state["decision"] == "fail" else 0)
         report = run_gate(
             baseline, candidate, metrics=metrics, slices=["overall", *(slice_ or [])],
-            tolerance=per_metric(tolerance or [], known, "tolerance"),
+            tolerance=tolerances,
             detect=per_metric(detect or [], known, "detect"),
             baseline_subject=baseline_subject, candidate_subject=candidate_subject,
             n_boot=n_boot, seed=seed,
         )
-    _report(summary_markdown(report), summary)
+    text = summary_markdown(report)
+    if sequential:
+        text += (f"- Sequential: the candidate played all {seq.population} of the baseline's cases and the confidence "
+                 "sequence settled nothing earlier; the verdict is the bootstrap's, as without --sequential.\n")
+    _report(text, summary)
     raise typer.Exit(report.exit_code)
+
+
+def _sequential_only(metrics: list[str], slices: list[str] | None) -> None:
+    """--sequential stops on one question: EPM-Q, overall (the range of the others is not a profile's)."""
+    other = [m for m in metrics if m != "epmq"] + [s for s in slices or [] if s not in ("overall", "overall=all")]
+    if other:
+        raise InputError("--sequential", "", f"gates epmq on the overall slice only, not {', '.join(other)}; "
+                         "gate those without --sequential")
 
 
 def _report(text: str, summary: Path | None) -> None:
