@@ -87,6 +87,17 @@ def test_a_clearly_better_subject_stops_the_run_early(stopped: tuple[Path, Any])
     assert "EPM-Q CS" in res.output and "Stopped early" in res.output
     shown = emobench("leaderboard", "show", str(run_dir))
     assert shown.exit_code == 0 and "EPM-Q CS" in shown.output, shown.output
+    # So does the run's episode list.
+    listed = emobench("show", str(run_dir))
+    assert listed.exit_code == 0 and f"stopped early after {played} of {CASES} cases" in listed.output, listed.output
+
+
+@pytest.mark.soak  # the page's plots take ~3 s
+def test_the_report_page_says_where_the_run_stopped(stopped: tuple[Path, Any]) -> None:
+    run_dir, _ = stopped
+    played = RunDir(run_dir).read_manifest()["adaptive"]["cases_played"]
+    assert emobench("report", str(run_dir)).exit_code == 0
+    assert f"stopped early after {played} of {CASES} cases" in (run_dir / "report.html").read_text()
 
 
 def test_resume_without_stop_when_plays_on(stopped: tuple[Path, Any], tmp_path: Path) -> None:

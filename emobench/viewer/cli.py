@@ -63,6 +63,10 @@ def show(
         if key is None:
             long_list = pager is not None or len(rows) > console.height  # a short list never pages
             print_paged(console, episode_table(run, rows, console.width), pager=pager if long_list else False)
+            if (run.manifest.get("adaptive") or {}).get("mode") == "run":  # a --stop-when run: where and why it stopped
+                from emobench.run.adaptive import stop_line
+
+                console.print(stop_line(run.manifest["adaptive"]), soft_wrap=True, markup=False, highlight=False)
         else:
             print_paged(console, episode_view(run.episode(key), evidence=evidence), pager=pager)
 
