@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 
 from emobench.cli import app
 from emobench.importers.cards import registry_for
-from emobench.importers.empa_cases_format import _level, _ranked
 from emobench.registry.local import local_registry, read_local_cases
 from emobench.run.runner import ROOT
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
@@ -47,15 +46,24 @@ def test_the_official_cases_become_a_local_zh_split(tmp_path: Path) -> None:
     assert list(cases) == ["empa-script-901", "empa-script-902", "empa-script-903"]
     first = cases["empa-script-901"]
     assert (first.language, first.split, first.persona.name, first.persona.age) == ("zh", "empa-zh", "周晓禾", 31)
-    # The dominant axis is the metadata's; the card's other priorities keep their level.
-    assert first.dominant_axis == "A" and first.persona.needs.P.level == "medium" and first.persona.needs.C.level == "low"
+    # The needs are the card's own: two 高 stay two highs, the metadata's stratum leads among them.
+    needs = first.persona.needs
+    assert (needs.A.level, needs.P.level, needs.C.level, needs.lead) == ("high", "high", "low", "A")
+    assert first.dominant_axis == first.stratum == "A" and first.case_need is not None and first.case_need.axis == "A"
+    assert first.persona.big_five == {}
     assert first.scenario.category == "career" and first.opening == "我带的新人今天当着全组的面说我的方案过时了。"
     assert first.persona.resistance == ["hinting", "deflecting", "testing"]
     assert len(first.scenario.stages) == 4 and first.scenario.stages[0].startswith("周会上")
+    assert first.scenario.stages[1].startswith("引发回忆：")  # the stage's title, as EMPA's director reveals it
     assert first.hidden_need.startswith("希望对方看见") and first.persona.threshold == "high"
-    # Priorities in brackets and with 优先级：高, and a threshold of 【低】, read right.
-    assert cases["empa-script-902"].dominant_axis == "P" and cases["empa-script-902"].persona.needs.A.level == "medium"
-    assert cases["empa-script-903"].persona.threshold == "low"
+    # The stratum (A) is a slice family only: the card's P stays the high need and tags the hidden need.
+    second = cases["empa-script-902"]
+    assert second.dominant_axis == "A" and second.persona.needs.A.level == "medium"
+    assert second.persona.needs.dominant == "P" and second.case_need is not None and second.case_need.axis == "P"
+    # A one-line ranking gives each axis its own clause.
+    third = cases["empa-script-903"]
+    assert third.persona.threshold == "low" and third.persona.needs.C.why.endswith("（认知）")
+    assert [third.persona.needs[a].level for a in "CAP"] == ["high", "medium", "low"]  # type: ignore[index]
     # IEDR: precomputed for two cases; the third from a recorded result file. P0 from the levels.
     assert [c.p0 for c in cases.values()] == [(-7, -21, -16), (-7, -12, -21), (-17, -12, -9)]
     info = json.loads((out / "split.json").read_text(encoding="utf-8"))
@@ -181,21 +189,3 @@ def test_the_protocol_runs_on_the_imported_split_and_places_the_model(tmp_path: 
     assert lo < result["placed"][0]["placed"] < hi
     assert "EMPA leaderboard placement" in placed.stdout and "my-model" in placed.stdout
     assert "so they are wide" in placed.stderr
-
-
-@pytest.mark.parametrize(("line", "levels"), [
-    ("认知共情 > 情感共情 > 动机共情。先帮我想清楚", {"C": "high", "A": "medium", "P": "low"}),
-    ("1.动机共情（最优先，想被理解）；2.情感共情（其次）；3.认知共情（最后）", {"P": "high", "A": "medium", "C": "low"}),
-    ("只写了情感共情和认知共情", None),
-])
-def test_priorities_written_on_one_line_rank_in_order(line: str, levels: dict[str, str] | None) -> None:
-    ranked = _ranked(line)
-    assert (None if ranked is None else {axis: level for axis, (level, _) in ranked.items()}) == levels
-
-
-@pytest.mark.parametrize(("head", "level"), [
-    ("[优先级：高] 想", "high"), ("【中】如果", "medium"), ("最低。不涉及", "low"), ("最希望获得", "high"),
-    ("其次是希望", "medium"), ("最后才是", "low"), ("[中等优先级", "medium"), ("没有说", None),
-])
-def test_a_priority_reads_in_its_spellings(head: str, level: str | None) -> None:
-    assert _level(head) == level

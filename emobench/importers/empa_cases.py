@@ -26,6 +26,7 @@ import emobench
 from emobench.errors import InputError
 from emobench.importers.empa import EMPA_REPOSITORY
 from emobench.importers.empa_cases_format import METADATA, OFFICIAL, PRECOMPUTED, STORIES, EmpaCard, read_checkout
+from emobench.importers.empa_priorities import lead
 from emobench.library_paths import checkout_sha
 from emobench.profiles import load_profile
 from emobench.registry import Case
@@ -42,12 +43,16 @@ CATEGORIES = {"生活状况": "life", "身心健康": "health", "休闲娱乐": 
 TACTICS = {"委婉暗示": "hinting", "话题跳跃": "deflecting", "灵魂反问": "testing", "直接反驳": "pushing_back"}
 # Fields EMPA's cards do not hold, and what the import puts there (also in split.json).
 FILLED = {
-    "persona.big_five": "all 'high': EMPA's cards give two traits in prose (社交性格, 内核性格), not the Big Five",
+    "persona.big_five": "left empty, and the card shows no Big Five line: EMPA's actor is given none, only the two "
+                        "traits in prose (社交性格, 内核性格), carried as the style's register and habit",
     "persona.meter_start": "emobench's default 40: EMPA has no meter",
     "persona.style.length": "'short': EMPA's cards ask for 20-100 characters a message",
     "scenario.opening": "the card's 聊天话题 line, verbatim: EMPA's actor writes its own first message",
     "scenario.valence": "not set: EMPA does not label it (slices read it as negative)",
-    "persona.needs": "the dominant axis (case_metadata.json) is the one high need; another 高 reads medium",
+    "persona.needs.lead": "the need that leads where the card puts two at its top level (or none above 中): EMPA's "
+                          "dominant_axis where it is one of them, else the stronger wording, then the card's order",
+    "case.stratum": "case_metadata.json's dominant_axis, EMPA's sampling stratum: the slice family dominant_axis, "
+                    "never a need (EMPA's actor does not see it)",
 }
 ATTRIBUTION = files("emobench.external").joinpath("empa_source.yaml")
 
@@ -59,16 +64,17 @@ def _slug(script_id: str) -> str:
 def build_case(card: EmpaCard, where: Path) -> Case:
     """The emobench case of one EMPA card: its own Chinese text in emobench's fields."""
     slug = _slug(card.script_id)
-    needs = {
-        axis: {"level": "high" if axis == card.dominant_axis else level.replace("high", "medium"), "why": line}
-        for axis, (level, line) in card.priorities.items()
-    }
+    # Each need as the card's own priority lines give it; the stratum only breaks a tie.
+    needs: dict[str, Any] = {axis: {"level": p.level, "why": p.why} for axis, p in card.priorities.items()}
+    top = lead(card.priorities, card.dominant_axis)  # type: ignore[arg-type]
+    if [p.level for p in card.priorities.values()].count("high") != 1:
+        needs["lead"] = top
     tactics = [move for word, move in TACTICS.items() if word in card.strategy] or ["hinting"]
     persona_card = PersonaCard.model_validate({
         "id": slug, "version": 1, "language": LANGUAGE, "name": card.name, "age": card.age,
         "identity": f"{card.gender}，{card.age}岁。{card.present}",
-        "background": " ".join(t for t in (card.goal, card.wants_to_say) if t),
-        "big_five": dict.fromkeys(("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism"), "high"),
+        "background": " ".join(t for t in (card.goal, card.wants_to_say, card.sensitivity) if t),
+        "big_five": {},
         "style": {"length": "short", "register": card.social, "habits": [card.core]},
         "threshold": card.threshold, "needs": needs, "resistance": tactics,
     })
@@ -87,11 +93,12 @@ def build_case(card: EmpaCard, where: Path) -> Case:
     iedr = IEDRLevels.model_validate({item.replace(".", ""): level for item, level in card.iedr.items()})
     if card.p0 is not None and tuple(card.p0) != iedr.p0:
         raise InputError(card.iedr_source, card.script_id, f"EMPA's P0 {tuple(card.p0)} differs from its levels' {iedr.p0}")
-    need = HiddenNeed(axis=card.dominant_axis, text=card.hidden_need)  # type: ignore[arg-type]
+    need = HiddenNeed(axis=top, text=card.hidden_need)
     return Case(
         id=slug, split=SPLIT, scenario=scenario, persona=persona, iedr=iedr, case_need=need,
+        stratum=card.dominant_axis,  # type: ignore[arg-type]
         content_hash=case_hash(slug, scenario.content_hash, persona.content_hash, iedr.model_dump(),
-                               hidden_need=need.model_dump()),
+                               hidden_need=need.model_dump(), stratum=card.dominant_axis),
     )
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from emobench.errors import InputError
+from emobench.importers.empa_priorities import AXIS_NAMES, Priority, parse_priorities
 
-AXIS_NAMES = {"C": "认知共情", "A": "情感共情", "P": "动机共情"}
 IEDR_ITEMS = tuple(f"{axis}.{i}" for axis in ("C", "A", "P") for i in (1, 2, 3))
 DATA = Path("empa") / "data"
 OFFICIAL = DATA / "official_cases.txt"
@@ -28,9 +28,8 @@ METADATA = DATA / "case_metadata.json"
 PRECOMPUTED = DATA / "precomputed" / "iedr_batch_results.json"
 RESULTS = Path("results")
 _THRESHOLD = re.compile(r"共情阈值\s*【\s*(高|中|低)\s*】")
-# A priority as the cards write it: a level (高/中/低 in several spellings) or a rank (最希望/其次/最后).
-_LEVEL_WORDS = (("最高", "high"), ("极高", "high"), ("最希望", "high"), ("最需要", "high"), ("高", "high"), ("其次", "medium"),
-                ("中", "medium"), ("最后", "low"), ("低", "low"))
+_PRIORITIES = re.compile(r"当下共情需求优先级\s*[:：]?(.*)", re.DOTALL)
+_GOAL = ("隐形成长主线脉络", "现在的人生主线目标", "现在的人生愿景与动力")
 
 
 @dataclass(frozen=True)
@@ -48,12 +47,13 @@ class EmpaCard:
     topic: str  # 聊天话题
     wants_to_say: str  # 想要找人倾诉的想法与内容
     hidden_need: str  # 倾诉中想要获得的共情点
-    priorities: dict[str, tuple[str, str]]  # axis -> (level, the card's line)
+    priorities: dict[str, Priority]  # axis -> the card's own level and reason, in the card's order
+    sensitivity: str  # 人物共情阈值: what this person is touchy about, where written
     past: dict[str, str]  # childhood / adolescence / adulthood -> text
     present: str  # 现在的情况
-    goal: str  # 隐形成长主线脉络 and 现在的人生主线目标, where written
+    goal: str  # 隐形成长主线脉络, 现在的人生主线目标 and 现在的人生愿景与动力, where written
     cause: str  # 故事的起因
-    stages: list[str]  # 故事的经过, in order
+    stages: list[str]  # 故事的经过, in order, each as "标题：内容" (EMPA's director reveals both)
     interlude: str  # 故事的插曲
     category: str  # EMPA's Chinese category name
     dominant_axis: str
@@ -118,23 +118,6 @@ def _under_heading(section: str, title: str, path: Path, where: str) -> str:
     return text
 
 
-def _level(line: str) -> str | None:
-    head = line[:12]
-    return next((level for word, level in _LEVEL_WORDS if word in head), None)
-
-
-def _ranked(line: str) -> dict[str, tuple[str, str]] | None:
-    """Priorities written on one line, in order ("认知共情 > 情感共情 > 动机共情", "1.情感共情（…）；2.…"):
-    first high, then medium, then low. None when the line does not name all three."""
-    at = {axis: line.find(label) for axis, label in AXIS_NAMES.items()}
-    if min(at.values()) < 0:
-        return None
-    order = sorted(at, key=at.__getitem__)
-    ends = [at[a] for a in order[1:]] + [len(line)]
-    return {axis: (level, line[at[axis]:end].strip(" ；;>、，,。"))
-            for axis, level, end in zip(order, ("high", "medium", "low"), ends, strict=True)}
-
-
 def read_card_file(path: Path) -> dict[str, Any]:
     """The fields of one cases/<id>.md."""
     try:
@@ -152,14 +135,13 @@ def read_card_file(path: Path) -> dict[str, Any]:
     age = _field(info, "年龄", path, "character_info").removesuffix("岁").strip()
     if not age.isdigit():
         raise InputError(path, "<character_info>.年龄", f"not a whole number, got {age!r}")
-    priorities = _ranked(_optional(profile, "当下共情需求优先级"))
-    for axis, label in AXIS_NAMES.items() if priorities is None else ():
-        line = _field(profile, label, path, "psychological_profile")
-        level = _level(line)
-        if level is None:
-            raise InputError(path, f"<psychological_profile>.{label}", f"no priority (高/中/低) in {line[:20]!r}")
-        priorities = {**(priorities or {}), axis: (level, line)}
-    assert priorities is not None
+    block = _PRIORITIES.search(profile)
+    if block is None:
+        raise InputError(path, "<psychological_profile>.当下共情需求优先级", "missing field")
+    priorities = parse_priorities(block.group(1))
+    if priorities is None:
+        raise InputError(path, "<psychological_profile>.当下共情需求优先级",
+                         f"no level (高/中/低 or a ranking) for each of {'、'.join(AXIS_NAMES.values())}")
     strategy = re.search(r"你善于用(.+?)来回复", info)
     return {
         "name": _field(info, "姓名", path, "character_info"),
@@ -173,12 +155,13 @@ def read_card_file(path: Path) -> dict[str, Any]:
         "wants_to_say": _field(profile, "想要找人倾诉的想法与内容", path, "psychological_profile"),
         "hidden_need": _field(profile, "倾诉中想要获得的共情点", path, "psychological_profile"),
         "priorities": priorities,
+        "sensitivity": _optional(profile, "人物共情阈值"),
         "past": {
             period: _field(experience, label, path, "experience")
             for period, label in (("childhood", "童年经历"), ("adolescence", "少年经历"), ("adulthood", "青年经历"))
         },
         "present": _field(experience, "现在的情况", path, "experience"),
-        "goal": " ".join(t for t in (_optional(experience, label) for label in ("隐形成长主线脉络", "现在的人生主线目标")) if t),
+        "goal": " ".join(t for t in (_optional(experience, label) for label in _GOAL) if t),
         "cause": _field(_section(text, "scenario", path), "故事的起因", path, "scenario"),
     }
 
@@ -195,7 +178,8 @@ def read_story(stories: list[Any], script_id: str, path: Path) -> dict[str, Any]
         content = phases[key].get("内容") if isinstance(phases[key], dict) else None
         if not isinstance(content, str) or not content.strip():
             raise InputError(path, f"[{script_id}].故事的经过.{key}.内容", "missing or empty")
-        stages.append(content.strip())
+        title = str(phases[key].get("标题") or "").strip()
+        stages.append(f"{title}：{content.strip()}" if title else content.strip())
     return {"stages": stages, "interlude": str(story.get("故事的插曲", ""))}
 
 

@@ -36,7 +36,8 @@ def card_hash(card: BaseModel) -> str:
 
 
 def case_hash(case_id: str, scenario_hash: str, persona_hash: str, iedr: dict[str, int],
-              opening: str | None = None, hidden_need: dict[str, str] | None = None) -> str:
+              opening: str | None = None, hidden_need: dict[str, str] | None = None,
+              stratum: str | None = None) -> str:
     # Folding in the card hashes makes one changed word in a used card change the case.
     # Fields a case may leave out count only when present, so older editions keep their hashes.
     fields: dict[str, object] = {"id": case_id, "scenario": scenario_hash, "persona": persona_hash,
@@ -45,6 +46,8 @@ def case_hash(case_id: str, scenario_hash: str, persona_hash: str, iedr: dict[st
         fields["opening"] = opening
     if hidden_need is not None:
         fields["hidden_need"] = hidden_need
+    if stratum is not None:
+        fields["stratum"] = stratum
     return sha256_hex(fields)
 
 

@@ -54,7 +54,7 @@ def read_local_cases(folder: Path) -> list[Case]:
         persona = PersonaCard.model_validate(case.persona.model_dump(exclude={"content_hash"}))
         scenario = ScenarioCard.model_validate(case.scenario.model_dump(exclude={"content_hash"}))
         expected = case_hash(case.id, card_hash(scenario), card_hash(persona), case.iedr.model_dump(),
-                             case.opening_override, case.case_need.model_dump() if case.case_need else None)
+                             case.opening_override, case.case_need.model_dump() if case.case_need else None, case.stratum)
         if expected != case.content_hash or case.split != info["split"]:
             raise InputError(path, f"line {number}", "edited after import (hash or split differs); import again")
         cases.append(case)

@@ -81,12 +81,19 @@ class Needs(_Strict):
     C: Need
     A: Need
     P: Need
+    # An imported card may rank two needs high, or none (EMPA's cards do, in 12 of their 30
+    # official cases); it then names the one that leads. A library card has exactly one high
+    # need and no lead.
+    lead: Axis | None = None
 
     @model_validator(mode="after")
     def _one_high(self) -> Needs:
         high = [axis for axis in AXES if self[axis].level == "high"]
-        if len(high) != 1:
+        if self.lead is None and len(high) != 1:
             raise ValueError(f"exactly one need must be 'high', found {len(high)}")
+        top = min((self[axis].level for axis in AXES), key=("high", "medium", "low").index)
+        if self.lead is not None and self[self.lead].level != top:
+            raise ValueError(f"the lead need {self.lead} is not at the card's top level ({top})")
         return self
 
     def __getitem__(self, axis: Axis) -> Need:
@@ -95,6 +102,8 @@ class Needs(_Strict):
 
     @property
     def dominant(self) -> Axis:
+        if self.lead is not None:
+            return self.lead
         return next(axis for axis in AXES if self[axis].level == "high")
 
 
@@ -131,6 +140,7 @@ class PersonaCard(_Strict):
     age: int = Field(ge=13, le=110)
     identity: Text
     background: Text
+    # Empty where the source gives no Big Five (EMPA's cards: two traits in prose, in style).
     big_five: dict[Trait, Literal["high", "low"]]
     style: Style
     threshold: Level
@@ -145,7 +155,7 @@ class PersonaCard(_Strict):
     @classmethod
     def _all_traits(cls, value: dict[Trait, str]) -> dict[Trait, str]:
         missing = [t for t in TRAITS if t not in value]
-        if missing:
+        if missing and value:
             raise ValueError(f"missing trait(s): {', '.join(missing)}")
         return value
 
@@ -276,6 +286,9 @@ class Case(_Strict):
     counterfactual_set: str | None = None
     opening_override: str | None = None
     case_need: HiddenNeed | None = None
+    # An imported case's sampling stratum (EMPA's dominant_axis): the slice family
+    # dominant_axis reads it, while the persona's needs stay the card's own.
+    stratum: Axis | None = None
     # The library's present year, so a prompt can say how long ago a dated fact was; None for
     # archived editions. Not part of the content hash: it belongs to the library, not the card.
     present_year: int | None = None
@@ -317,4 +330,4 @@ class Case(_Strict):
 
     @property
     def dominant_axis(self) -> Axis:
-        return self.persona.needs.dominant
+        return self.stratum or self.persona.needs.dominant
