@@ -95,6 +95,9 @@ def options(
     ] = False,
 ) -> None:
     """emobench: a dynamic emotional-intelligence benchmark for chat models."""
+    # litellm fetches its price map at import unless told not to: offline, 2-4 warning lines and
+    # seconds of retries in every command that loads it. A user's own setting stands.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def err() -> Console:
@@ -174,7 +177,8 @@ def run(
         loaded = load_run_config(config, resume, flagged, notes)
         source = config or resume or Path("configs/demo.yaml")
         warning = roles_kept(loaded[0], loaded[1], source, demo=config is None and resume is None)
-        notes.extend([warning] if warning else [])
+        if warning:  # before preflight, which may refuse a role the user did not know was kept
+            typer.echo(warning, err=True)
         return loaded
 
     def go(interruption: Interruption) -> None:

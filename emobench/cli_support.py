@@ -292,10 +292,12 @@ def progress_bar(enabled: bool = True) -> Iterator[Tick]:
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, disable=not (enabled and console.is_terminal),
                   transient=False) as bar:
-        task = bar.add_task("", total=None)
+        tasks: list[Any] = []  # added at the first tick: a bar with neither label nor total reads "0/?"
 
         def tick(what: str, done: int, total: int) -> None:
-            bar.update(task, description=what, completed=done, total=total)
+            if not tasks:
+                tasks.append(bar.add_task(what, total=total))
+            bar.update(tasks[0], description=what, completed=done, total=total)
 
         yield tick
 

@@ -4,8 +4,14 @@ the README's commands found as its readers run them, and the items noticed befor
 
 from __future__ import annotations
 
+import asyncio
+import io
+import json
+import os
 import subprocess
+import time
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from enum import Enum
 from pathlib import Path
 
@@ -17,11 +23,14 @@ from typer.core import TyperArgument
 from typer.testing import CliRunner
 
 from emobench import cli
+from emobench.cli_support import progress_bar
 from emobench.config import PanelConfig, RoleConfig
+from emobench.endpoints.pool import EndpointPool
+from emobench.run.finalize import summary_line
 from emobench.run.preflight import preflight
 from emobench.run.runner import ROOT
 from tests.conftest import write_config
-from tests.fake_openai import FakeOpenAIServer
+from tests.fake_openai import FakeOpenAIServer, FakeState
 from tests.test_docs_commands import doc_blocks
 
 RUNNER = CliRunner()
@@ -176,3 +185,99 @@ def test_every_readme_emobench_command_finds_the_program(tmp_path: Path) -> None
     # The demo reader gets `emobench` on PATH from the first block, which built the venv.
     first = doc_blocks(ROOT / "README.md", text)[0].commands()
     assert "nox -s demo" in first[0] and any(c.startswith("source .venv/bin/activate") for c in first[1:])
+
+
+# Noticed before and left (issue 40): each below failed on the code before it.
+
+BAD_KEY = "sk-\u2026"  # a placeholder's ellipsis pasted as a key: it cannot go in an HTTP header
+
+
+def test_a_non_ascii_key_is_one_line_before_preflight_reaches_anything(
+    fake: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMOBENCH_TEST_KEY", BAD_KEY)
+    cfg = write_config(tmp_path / "run.yaml", fake.base_url)
+    data = yaml.safe_load(cfg.read_text())
+    data["judges"][0]["api_key_env"] = "EMOBENCH_TEST_KEY"
+    cfg.write_text(yaml.safe_dump(data))
+    result = RUNNER.invoke(cli.app, ["run", "--config", str(cfg), "--dry-run", "--no-progress"])
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert "panel.judges[0].api_key_env" in lines[0] and "EMOBENCH_TEST_KEY" in lines[0] and "U+2026" in lines[0]
+    assert BAD_KEY not in result.output and fake.state.gets == [] and fake.state.requests == []
+
+
+def test_validate_human_checks_the_judges_keys_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EMOBENCH_TEST_KEY", raising=False)
+    run = tmp_path / "run"
+    run.mkdir()
+    config = yaml.safe_load(write_config(tmp_path / "c.yaml", "http://127.0.0.1:9/v1").read_text())
+    config["judges"][0]["api_key_env"] = "EMOBENCH_TEST_KEY"
+    (run / "manifest.json").write_text(json.dumps({"config": config}))
+    human = tmp_path / "human.jsonl"
+    human.write_text("")
+    result = RUNNER.invoke(cli.app, ["validate", str(run), "--human", str(human)])
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert "panel.judges[0].api_key_env" in lines[0] and "EMOBENCH_TEST_KEY is not set" in lines[0]
+
+
+def test_runs_latest_moves_only_to_a_run_with_an_episode(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    (runs / "old").mkdir(parents=True)
+    (runs / "latest").symlink_to("old", target_is_directory=True)
+    with FakeOpenAIServer(FakeState(key="the-right-key", open_models=True)) as server:  # every chat call: 401
+        cfg = write_config(tmp_path / "run.yaml", server.base_url)
+        args = ["run", "--config", str(cfg), "--out", str(runs), "--no-progress", "--no-cache", "--limit", "1",
+                "--seeds", "0", "--max-turns", "2", "--no-references"]
+        failed = RUNNER.invoke(cli.app, [*args, "--run-id", "failed"])
+        assert failed.exit_code == 2 and (runs / "failed").is_dir(), failed.output
+        assert (runs / "latest").readlink() == Path("old")
+        server.state.key = None
+        played = RUNNER.invoke(cli.app, [*args, "--run-id", "played"])
+        assert played.exit_code == 0, played.output
+        assert (runs / "latest").readlink() == Path("played")
+
+
+def test_a_run_summary_counts_no_scripted_call_as_a_model_call() -> None:
+    report = {"accounting": {
+        "subject:scripted:platitude": {"calls": 40, "cached_calls": 0, "prompt_tokens": 0, "completion_tokens": 0},
+        "subject:fake-model": {"calls": 12, "cached_calls": 2, "prompt_tokens": 120, "completion_tokens": 30},
+        "judge:fake-model": {"calls": 30, "cached_calls": 0, "prompt_tokens": 300, "completion_tokens": 90},
+    }}
+    line = summary_line(report)
+    assert line.startswith("40 live model calls, 2 answered from the response cache, 40 scripted (no model)")
+
+
+def test_the_endpoint_pool_counts_only_model_clients(tmp_path: Path) -> None:
+    async def clients() -> list[str]:
+        async with AsyncExitStack() as stack:
+            pool = EndpointPool(stack, tmp_path, None)
+            for binding in ("scripted:platitude", "openai:m@http://127.0.0.1:9/v1"):
+                await pool.resolve(RoleConfig(binding=binding))
+            return [c.model for c in pool.clients()]
+
+    assert asyncio.run(clients()) == ["m"]  # the progress bar's "calls" are model calls
+
+
+def test_every_command_keeps_litellm_from_fetching_its_price_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline, litellm's fetch at import printed 2-4 warning lines and slept seconds between tries."""
+    monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
+    RUNNER.invoke(cli.app, ["show"])
+    assert os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP") == "True"
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "False")  # a user's own choice stands
+    RUNNER.invoke(cli.app, ["show"])
+    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "False"
+
+
+def test_a_progress_bar_opens_with_its_first_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    out = io.StringIO()
+    monkeypatch.setattr("rich.console.Console", lambda **kw: Console(file=out, force_terminal=True, width=100,
+                                                                      **{k: v for k, v in kw.items() if k != "stderr"}))
+    with progress_bar() as tick:
+        time.sleep(0.3)  # rich redraws 10 times a second: the bar before its first tick
+        tick("scoring", 0, 4)
+        tick("scoring", 4, 4)
+    assert "0/?" not in out.getvalue() and "scoring" in out.getvalue()

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from emobench.cli import app
 from emobench.config import RoleConfig
-from emobench.endpoints.client import OpenAICompatClient
+from emobench.endpoints.client import OpenAICompatClient, RetryPolicy
 from emobench.endpoints.keys import NO_KEY, key_for, migration_hint
 from emobench.endpoints.litellm_client import LiteLLMClient
 from emobench.errors import InputError
@@ -287,3 +287,34 @@ def test_the_endpoints_import_nothing_above_them() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = {m.split(".")[1] for m in out.split()}
     assert loaded <= {"endpoints", "errors", "records", "library_paths"}, loaded
+
+
+BAD_KEY = "sk-\u2026"  # a placeholder's ellipsis pasted as a key: no HTTP header can carry it
+FAST_RETRY = RetryPolicy(attempts=4, backoff_max_s=0.01, backoff_multiplier_s=0.01, retry_after_cap_s=0.01)
+
+
+@pytest.mark.parametrize("kind", ["openai", "litellm", "router"])
+def test_a_non_ascii_key_is_refused_by_the_client_not_retried(
+    fake: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Commands without a preflight (calibrate, validate) meet it at the client: one InputError, no call."""
+    monkeypatch.setenv("EMOBENCH_TEST_KEY", BAD_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+    client: OpenAICompatClient | LiteLLMClient = {
+        "openai": lambda: OpenAICompatClient(fake.base_url, "fake-model", api_key_env="EMOBENCH_TEST_KEY", retry=FAST_RETRY),
+        "litellm": lambda: LiteLLMClient("openai/fake-model", api_key_env="EMOBENCH_TEST_KEY", retry=FAST_RETRY),
+        "router": lambda: LiteLLMClient("fake-model", base_urls=(fake.base_url,), api_key_env="EMOBENCH_TEST_KEY",
+                                        retry=FAST_RETRY),
+    }[kind]()
+    with pytest.raises(InputError, match=r"EMOBENCH_TEST_KEY.*U\+2026"):
+        asyncio.run(client.complete(MSG, Sampling(), seed=0))
+    assert fake.state.requests == [] and not client.stats.faults
+
+
+def test_litellm_s_missing_credentials_is_one_error_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(variable, raising=False)
+    client = LiteLLMClient("openai/gpt-4o-mini", retry=FAST_RETRY)
+    with pytest.raises(InputError, match="OPENAI_API_KEY") as caught:
+        asyncio.run(client.complete(MSG, Sampling(), seed=0))
+    assert "\n" not in str(caught.value) and not client.stats.faults

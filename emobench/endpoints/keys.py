@@ -89,7 +89,31 @@ def key_variable(url: str, api_key_env: str | None) -> str | None:
 def key_for(url: str, api_key_env: str | None) -> str | None:
     """The key to send to ``url``, read from the environment now (never stored), or None."""
     variable = key_variable(url, api_key_env)
-    return (os.environ.get(variable) or None) if variable else None
+    return read_key(variable) if variable else None
+
+
+def read_key(variable: str) -> str | None:
+    """The value of a key variable, or None when unset; see sendable."""
+    return sendable(variable, os.environ.get(variable) or None)
+
+
+def sendable(variable: str, value: str | None) -> str | None:
+    """``value``, or InputError naming ``variable`` when an HTTP header cannot carry it (a pasted
+    placeholder's `…`, a space, a line break): every call would fail on it, retried as a fault."""
+    bad = next(((i, ch) for i, ch in enumerate(value or "") if not "!" <= ch <= "~"), None)
+    if bad is not None:  # the key itself is never printed
+        raise InputError(variable, "", f"the key holds U+{ord(bad[1]):04X} at character {bad[0] + 1}, which an HTTP "
+                         "header cannot carry; set the key itself, not a placeholder")
+    return value
+
+
+def import_litellm() -> Any:
+    """litellm, imported with its bundled price map unless the user chose otherwise: its fetch of
+    the remote one at import prints 2-4 warning lines and sleeps seconds when offline."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm
 
 
 @dataclass(frozen=True)
@@ -105,14 +129,14 @@ class LiteLLMTarget:
 def litellm_target(model: str) -> LiteLLMTarget | None:
     """The OpenAI-compatible base a ``litellm:`` model reaches (its provider's, or OPENAI_BASE_URL
     / OPENAI_API_BASE for openai/), or None for a provider with its own API."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map fetch at import
-    import litellm
-
+    litellm = import_litellm()
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # litellm prints a banner on unknown providers
             name, provider, key, base = litellm.get_llm_provider(model)
     except Exception:  # an unknown provider: litellm's call will say so
         return None
+    if key:  # the provider's own key variable (DEEPSEEK_API_KEY, ...), named by its value
+        sendable(next((k for k, v in os.environ.items() if v == key), f"{provider}'s key variable"), key)
     if provider not in _OPENAI_FAMILY and provider not in set(litellm.openai_compatible_providers):
         return None
     base = base or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or OPENAI_BASE
@@ -123,9 +147,11 @@ def litellm_call_params(model: str, api_key_env: str | None) -> dict[str, Any]:
     """The ``api_key`` (and ``api_base``) a ``litellm:`` call is given, so that litellm never
     fills in OPENAI_API_KEY for a host it does not belong to."""
     if api_key_env:
-        key = os.environ.get(api_key_env)
+        key = read_key(api_key_env)
         return {"api_key": key} if key else {}
     target = litellm_target(model)
+    if target is not None and not target.provider_key and is_openai(target.base_url):
+        read_key(OPENAI_KEY)  # litellm reads it itself: refused here when no header could carry it
     if target is None or target.provider_key or is_openai(target.base_url):
         return {}  # litellm reads the provider's own key, or OPENAI_API_KEY for OpenAI itself
     return {"api_base": target.base_url, "api_key": NO_KEY}
@@ -138,6 +164,12 @@ def require_keys(roles: Iterable[tuple[str, RoleSettings]], source: str | Path) 
         binding = parse_binding(role.binding)
         if binding.kind not in ("openai", "litellm"):
             continue
+        for variable in (role.api_key_env, OPENAI_KEY if any(map(is_openai, role_urls(binding))) else None):
+            try:
+                read_key(variable) if variable else None
+            except InputError as exc:
+                raise InputError(source, f"{field}.api_key_env", f"the {role.name} role's key variable {variable}: "
+                                 f"{exc.problem}") from None
         if role.api_key_env and not os.environ.get(role.api_key_env):
             raise InputError(
                 source, f"{field}.api_key_env", f"the {role.name} role's key variable {role.api_key_env} is not set"

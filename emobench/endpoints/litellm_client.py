@@ -9,7 +9,6 @@ Retry-After, 5xx / timeouts / torn or malformed bodies back off), and is counted
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from typing import Any
 
@@ -25,16 +24,13 @@ from emobench.endpoints.client import (
     key_refused,
     retry_transient,
 )
-from emobench.endpoints.keys import NO_KEY, key_for, key_variable, litellm_call_params
-from emobench.errors import EndpointError
+from emobench.endpoints.keys import NO_KEY, import_litellm, key_for, key_variable, litellm_call_params
+from emobench.errors import EndpointError, InputError
 from emobench.records import Sampling
 
 
 def _litellm() -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map fetch at import
-    import litellm
-
-    return litellm
+    return import_litellm()
 
 
 def _completion(resp: Any, latency: float, attempts: int) -> Completion:
@@ -141,10 +137,16 @@ class LiteLLMClient:
             return await _litellm().acompletion(
                 model=self.model, timeout=self._timeout, num_retries=0, max_retries=0, **reach, **params
             )
+        except InputError:  # a key no header can carry, found before the call
+            raise
         except Exception as exc:  # litellm maps every provider error onto its own classes
             if getattr(exc, "status_code", None) == 401 and (routed or reach.get("api_key") == NO_KEY):
                 url = self._base_urls[0] if routed else reach["api_base"]
                 raise key_refused(self.name, key_variable(url, self._api_key_env)) from None
+            text = " ".join(str(exc).split())
+            if "Missing credentials" in text:  # the SDK found no key before any request: a setting, not a fault
+                found = text[text.index("Missing credentials"):]
+                raise InputError(self.name, "api_key_env", f"no key to send: {found}") from None
             fault = transient(exc)
             if fault is None:
                 raise EndpointError(self.name, one_line(exc)) from None

@@ -104,7 +104,6 @@ class EndpointPool:
         if binding.kind == "scripted":
             # In-process and free: no server, and no cache (answering costs less than a lookup).
             client: ChatEndpoint = ScriptedClient(binding.model)
-            self._clients.append(client)
             endpoint = ENDPOINT
         elif binding.kind == "vllm":
             layout = role.parallel.layout() if role.parallel is not None else None
@@ -162,6 +161,8 @@ class EndpointPool:
         )
 
     def clients(self) -> list[ChatEndpoint]:
+        """The clients that call a model, whose calls and faults the progress line counts: a
+        scripted subject answers in-process and is not among them."""
         return list(self._clients)
 
 

@@ -151,15 +151,19 @@ def finalize_run(
 
 def summary_line(report: dict[str, Any]) -> str:
     """Tokens and cost of a run, for the end of the terminal output."""
-    acc = report.get("accounting", {}).values()
+    accounts = report.get("accounting", {})
+    acc = accounts.values()
     prompt = sum(a["prompt_tokens"] for a in acc)
     completion = sum(a["completion_tokens"] for a in acc)
     costs = [a["cost_usd"] for a in acc if a.get("cost_usd") is not None]
     cost = f", cost ${sum(costs):.4f}" if costs else ""
-    calls = sum(a["calls"] for a in acc)
+    # A scripted subject's replies (key ROLE:scripted:NAME) are no model call: counted apart.
+    scripted = sum(a["calls"] for key, a in accounts.items() if key.split(":", 1)[-1].startswith("scripted:"))
+    calls = sum(a["calls"] for a in acc) - scripted
     cached = sum(a.get("cached_calls", 0) for a in acc)
+    apart = f", {scripted} scripted (no model)" if scripted else ""
     return (
-        f"{calls - cached} live model calls, {cached} answered from the response cache, "
+        f"{calls - cached} live model calls, {cached} answered from the response cache{apart}, "
         f"{prompt} prompt + {completion} completion tokens{cost}"
     )
 

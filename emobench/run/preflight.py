@@ -29,6 +29,7 @@ from emobench.endpoints.binding import EMBEDDED, parse_binding
 from emobench.endpoints.embedded import find_gguf
 from emobench.endpoints.keys import (
     OPENAI_KEY,
+    import_litellm,
     is_openai,
     key_for,
     key_variable,
@@ -76,6 +77,19 @@ def preflight(
     _check_endpoints(roles, source, say)
     if tracker:
         _check_tracker()
+
+
+def judge_keys(run_dir: Path, root: Path) -> None:
+    """The keys of a run's judges, for a command that calls them outside `run` (`validate --human`):
+    checked before any work, as preflight checks them."""
+    from emobench.config import validate_config
+    from emobench.rundir import RunDir
+
+    run = RunDir(run_dir)
+    config = validate_config(run.read_manifest().get("config") or {}, run.manifest, root)
+    judges = [(f"panel.judges[{i}]", role) for i, role in enumerate(config.judges)]
+    require_keys(judges, run.manifest)
+    _check_provider_keys(judges, run.manifest)
 
 
 def _stderr(line: str) -> None:
@@ -168,8 +182,7 @@ def _check_provider_keys(roles: list[tuple[str, RoleConfig]], source: str | Path
     hosted = [(f, r) for f, r in roles if r.api_key_env is None and parse_binding(r.binding).kind == "litellm"]
     if not hosted:
         return
-    import litellm
-
+    litellm = import_litellm()
     for field, role in hosted:
         with contextlib.redirect_stdout(io.StringIO()):  # litellm prints a banner for unknown providers
             missing = litellm.validate_environment(model=parse_binding(role.binding).model).get("missing_keys", [])

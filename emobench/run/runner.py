@@ -208,7 +208,7 @@ async def run_benchmark(
     stop: Stopper | None = None,
 ) -> RunResult:
     """Run (or resume) every episode, judging each as it finishes. ``notes`` (what the command
-    line changed, a role it kept) are printed under the run's first line, once preflight passed.
+    line changed) are printed under the run's first line, once preflight passed.
     ``ray`` ("local", "auto" or an address) plays the episodes on a Ray cluster's workers.
     ``stop`` (an adaptive run, run/adaptive.py) plays the cases in its waves and may end early;
     what it decided goes to the manifest's ``adaptive``."""
@@ -245,7 +245,8 @@ async def run_benchmark(
     for note in notes:
         console.print(note, soft_wrap=True, markup=False, highlight=False)
     rd.create()
-    rd.mark_latest()
+    if done:  # a run becomes runs/latest once it holds an episode, so one that fails before never does
+        rd.mark_latest()
     rd.repair()
     provenance = Provenance(config.split, registry_version, config.config_hash(), emobench.__version__)
     limits = config.limits()
@@ -285,6 +286,7 @@ async def run_benchmark(
             writes.add(write)
             write.add_done_callback(writes.discard)
             await asyncio.shield(write)
+            rd.mark_latest()
 
         async def one(subject: RoleCaller, case: Case, seed: int) -> int:
             if cluster is not None:  # a worker played and judged it; this process alone writes

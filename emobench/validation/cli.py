@@ -266,6 +266,9 @@ def validate(
             raise InputError("validate", "RUN_DIRS", "give scored run directories, --fidelity, --judge-check, or several")
         if human is not None and not runs:
             raise InputError("--human", "", "needs a run directory: the run's panel rates the file")
+        if human is not None:  # the run's judges rate the file: their keys first, before any work
+            from emobench.run.preflight import judge_keys
+            judge_keys(runs[0], ROOT)
         with progress_bar() as tick:
             report = build_report(runs, human, root=ROOT, cache=responses, n_boot=n_boot, seed=seed, tick=tick) if runs else {}
         if user is not None and fidelity_replay is None:
