@@ -37,8 +37,9 @@ WAVE = 5
 ALPHA = 0.05
 MARGIN = 3.0  # the gate's EPM-Q tolerance in the example pipelines (docs/ci.md)
 DROPS = (0.0, 3.0, 6.0, 10.0)  # injected regressions, EPM-Q points
-# Candidate's per-episode noise around baseline - drop: docs/ci.md's synthetic model (sd 6), and a
-# noisier one (episodes that flip between success and failure); SEEDS episodes per case, as the
+# Candidate's episode noise: a Beta around baseline case - drop, so an episode stays in [0, 100] and
+# its mean is the target exactly (clipping would move it); the sd at mid-range is docs/ci.md's
+# synthetic model (6) or a noisier one (15), smaller near the ends. SEEDS episodes per case, as the
 # gate protocol plays them (configs/standard.yaml).
 NOISE = (6.0, 15.0)
 SEEDS = 3
@@ -163,7 +164,8 @@ def pair_costs(scores: FloatArray, orders: int, n_boot: int, rng: np.random.Gene
 def gate(scores: FloatArray, reps: int, n_boot: int, rng: np.random.Generator) -> list[GateRow]:
     """Per (episode noise, drop, what the sequence follows): the sequential gate against today's.
 
-    The candidate plays every case SEEDS times: episode = clip(baseline case - drop + noise).
+    The candidate plays every case SEEDS times, each episode a Beta draw with mean baseline case -
+    drop (floored at 0: a baseline case below the drop loses less) and sd `sd` at mid-range.
     Today's gate pairs per-case means over seeds. The sequence follows one of three populations
     with the same mean difference: per-case differences (N = 30, range [-100, 100]); (case, seed)
     cells minus the baseline's case (N = 90, same range); or the candidate's cells alone (N = 90,
@@ -173,7 +175,10 @@ def gate(scores: FloatArray, reps: int, n_boot: int, rng: np.random.Generator) -
     for sd in NOISE:
         for drop in DROPS:
             baseline = np.repeat(scores, reps, axis=0)
-            episodes = np.clip(baseline[:, :, None] - drop + rng.normal(0.0, sd, (*baseline.shape, SEEDS)), LO, HI)
+            target = np.clip((baseline[:, :, None] - drop - LO) / (HI - LO), 1e-3, 1 - 1e-3)
+            concentration = 0.25 / (sd / (HI - LO)) ** 2 - 1  # Beta variance p(1-p)/(k+1), sd at p = 1/2
+            shape = (*baseline.shape, SEEDS)
+            episodes = LO + (HI - LO) * rng.beta(target * concentration, (1 - target) * concentration, shape)
             case_diffs = episodes.mean(axis=2) - baseline
             mean = case_diffs.mean(axis=1)
             _, b_hi = bootstrap_bounds(case_diffs, n_boot, seed=int(10 * drop + sd))
@@ -249,11 +254,12 @@ def main() -> None:
 
     print(f"\n(c) Sequential gate, tolerance {MARGIN:g} EPM-Q: each of the {len(subjects)} models' per-case scores "
           f"as the baseline, {args.gate_reps} candidate runs each per row; the candidate plays each case {SEEDS} "
-          f"times, episode = baseline case - drop + noise (clipped to [0, 100]), in a random order. After each "
+          f"times, each episode a Beta draw in [0, 100] with mean baseline case - drop (floored at 0) and the "
+          f"given sd at mid-range (less near the ends), in a random order. After each "
           f"wave of {WAVE} cases' worth it fails when the sequence's upper end is below -{MARGIN:g} and passes "
           f"when its lower end is above; undecided before the last wave, today's gate decides on all "
           f"{n_cases} cases.\n")
-    print("| episode noise sd | injected drop | realised drop | today's gate fails | sequence over (N) | "
+    print("| episode sd (mid-range) | injected drop | realised drop | today's gate fails | sequence over (N) | "
           "failed early | passed early | mean share played | same verdict as today |")
     print("|---|---|---|---|---|---|---|---|---|")
     for g in gate(scores, args.gate_reps, args.n_boot, rng):
