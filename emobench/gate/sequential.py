@@ -119,9 +119,8 @@ def play_candidate(
     epmq_range(config.scoring_profile, FLAG)
     values = dict(zip(base.cases.column("case_id").to_pylist(), base.cases.column("epmq").to_pylist(), strict=True))
     subject = candidate_subject([s.name for s in config.subjects], requested, play or candidate)
-    episodes_per_case = len(config.subjects) * len(config.seeds)
     gate = SequentialGate({c: float(v) for c, v in values.items() if v is not None}, subject, tolerance, seed,
-                          wave or default_wave(config.concurrency, episodes_per_case, len(values)), registry,
+                          wave or default_wave(len(values)), registry,
                           config.scoring_profile, config.min_turns)
     asyncio.run(run_benchmark(config, candidate, resume=resume, console=Console(stderr=True), show_progress=False,
                               cache=cache, stop=gate))

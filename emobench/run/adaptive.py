@@ -29,6 +29,7 @@ from emobench.rundir import RunDir, read_records
 from emobench.scoring.confseq import SequenceInterval, mean_sequence
 from emobench.scoring.episode_scores import score_episode
 from emobench.scoring.replay import rejudged
+from emobench.scoring.validity import REFERENCE_PREFIX
 
 ALPHA = 0.05
 ORDER_SEED = 0  # every adaptive run of a split plays its cases in the same order
@@ -56,13 +57,12 @@ def in_waves(ordered: Sequence[str], size: int) -> list[list[str]]:
     return [list(ordered[i:i + size]) for i in range(0, len(ordered), size)]
 
 
-def default_wave(concurrency: int, episodes_per_case: int, population: int) -> int:
-    """Cases per wave: enough episodes to fill every concurrency slot (a wave's last episodes
-    leave slots idle until the check), and at least a tenth of the split, so a large concurrency
-    or a small split does not check after every case. Looking often costs the sequence nothing;
-    the price of a wave is what the run may play past the point where it could have stopped."""
-    fill = math.ceil(concurrency / max(episodes_per_case, 1))
-    return max(1, min(population, max(math.ceil(population / 10), min(fill, math.ceil(population / 3)))))
+def default_wave(population: int) -> int:
+    """Cases per wave: a tenth of the split. Looking costs the sequence nothing (it holds at every
+    n), and a wave is played whole, so the run plays at most one wave past the point where it could
+    have stopped: a tenth bounds that at a tenth of the grid's calls. Smaller waves save more and
+    take longer (a wave smaller than the concurrency leaves slots idle); --wave chooses."""
+    return max(1, math.ceil(population / 10))
 
 
 def epmq_range(profile: str, source: str = FLAG) -> tuple[float, float]:
@@ -93,10 +93,11 @@ def case_values(rd: RunDir, registry: Registry, cases: set[str], profile: str, m
 
 
 def spent(rd: RunDir, prices: dict[str, Price]) -> tuple[int, float]:
-    """Live model calls (not answered from the response cache) and their cost so far."""
+    """Live model calls and their cost so far: not answered from the response cache, and not a
+    scripted subject's reply (no model behind it)."""
     calls, cost = 0, 0.0
     records = [e.calls for e in rd.read_episodes()] + [j.calls for j in read_records(rd.judgements, EpisodeJudgement)]
-    for call in (c for group in records for c in group if not c.cached):
+    for call in (c for group in records for c in group if not c.cached and not c.model.startswith(REFERENCE_PREFIX)):
         calls += 1
         price = prices.get(call.label)
         if price is not None:
@@ -136,7 +137,7 @@ class AdaptiveRun:
         if any(isinstance(r, PairsResolved) for r in rules) and len(subjects) < 2:
             raise InputError(FLAG, "", "pairs-resolved: the run has one subject, so no pair")
         epmq_range(config.scoring_profile)
-        size = wave or default_wave(config.concurrency, len(subjects) * len(config.seeds), population)
+        size = wave or default_wave(population)
         return cls(rules, subjects, population, size, registry, config.scoring_profile, config.min_turns,
                    config.prices())
 
