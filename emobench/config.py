@@ -96,6 +96,14 @@ class PlayConfig(_Config):
     open_total: int = Field(default=50, ge=1, lt=INT64)  # unfinished episodes on the server
     player_per_minute: int = Field(default=60, ge=1, lt=INT64)  # API requests one person may make
     server_per_minute: int = Field(default=600, ge=1, lt=INT64)  # API requests of everyone together
+    # One client address (a lab behind one NAT, or a reverse proxy, is one address: raise these there)
+    anonymous_per_minute: int = Field(default=30, ge=1, lt=INT64)  # joins and unknown links, per address
+    handles_per_address: int = Field(default=5, ge=1, lt=INT64)  # handles joined from one address
+    open_per_address: int = Field(default=10, ge=1, lt=INT64)  # unfinished episodes started from one address
+    connections_per_address: int = Field(default=64, ge=1, lt=INT64)  # open connections of one address
+    max_connections: int = Field(default=1000, ge=1, lt=INT64)  # open connections in all (also below the fd limit)
+    header_timeout_s: float = Field(default=10.0, gt=0, le=3600)  # to send a request's headers
+    body_timeout_s: float = Field(default=10.0, gt=0, le=3600)  # to send a request's body
     allowed_origins: list[Annotated[str, Field(pattern=r"^https?://[^/\s]+$")]] = Field(default_factory=list)
 
 

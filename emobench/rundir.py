@@ -7,6 +7,7 @@ and an fsync, so a crash can at worst leave one torn tail line, which reading ig
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections import Counter
@@ -27,6 +28,9 @@ LATEST = "latest"  # the link to the newest run started in a folder of runs
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as fh:
+        # Held until the file is closed or its writer dies: how a reader tells a rewrite in progress from one a
+        # kill left behind (a PID in the name is no proof, PIDs are reused; emobench.play.recovery).
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())

@@ -123,7 +123,20 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "open_per_player": "Unfinished episodes one person may hold. Flag: `play --open-per-player`.",
         "open_total": "Unfinished episodes on the server. Flag: `play --open-total`.",
         "player_per_minute": "API requests per minute one person may make. Flag: `play --player-per-minute`.",
-        "server_per_minute": "API requests per minute of all people together. Flag: `play --server-per-minute`.",
+        "server_per_minute": "API requests per minute of all people together, counted only for the requests the "
+                             "per-player and per-address limits let through. Flag: `play --server-per-minute`.",
+        "anonymous_per_minute": "API requests per minute from one client address that carry no player's link (joins, "
+                                "unknown links). Flag: `play --anonymous-per-minute`.",
+        "handles_per_address": "Handles one client address may hold; raise it for a lab behind one NAT or a reverse "
+                               "proxy (docs/play.md). Flag: `play --handles-per-address`.",
+        "open_per_address": "Unfinished episodes started from one client address; raise it for a lab behind "
+                            "one NAT. Flag: `play --open-per-address`.",
+        "connections_per_address": "Open connections of one client address. Flag: `play --connections-per-address`.",
+        "max_connections": "Open connections in all, and never within 128 of the open-file limit (`ulimit -n`). "
+                           "Flag: `play --max-connections`.",
+        "header_timeout_s": "Seconds a connection has to send a request's headers, from its opening or its previous "
+                            "request; an idle connection is closed as late.",
+        "body_timeout_s": "Seconds a request has to send its body (408 after).",
         "allowed_origins": "Origins (`scheme://host[:port]`) the page may be used from besides its own, "
                            "e.g. behind a reverse proxy. Flag: `play --allow-origin`.",
     },

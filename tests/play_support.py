@@ -1,7 +1,10 @@
-"""Start `emobench play` as a real process against the fake OpenAI server, and talk to its API."""
+"""Start `emobench play` as a real process (or in this process, in a thread) against the fake
+OpenAI server, and talk to its API."""
 
 from __future__ import annotations
 
+import asyncio
+import http.client
 import json
 import os
 import re
@@ -9,10 +12,10 @@ import signal
 import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
+import urllib.parse
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,7 +24,45 @@ def cli_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
-class PlayServer:
+T = TypeVar("T")
+
+
+class Api:
+    """Requests to a play server at `url`; `source` picks the client's address (any of 127.0.0.0/8)."""
+
+    url: str
+
+    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
+             headers: dict[str, str] | None = None, source: str | None = None) -> tuple[int, Any]:
+        status, _, data = self.exchange(method, path, body, raw, headers, source)
+        return status, json.loads(data or b"{}")
+
+    def exchange(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
+                 headers: dict[str, str] | None = None, source: str | None = None) -> tuple[int, dict[str, str], bytes]:
+        """Status, headers and body of one request (JSON unless raw is given), on a connection of its own."""
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        where = urllib.parse.urlsplit(self.url)
+        connection = http.client.HTTPConnection(where.hostname or "", where.port, timeout=60,
+                                                source_address=(source, 0) if source else None)
+        try:
+            connection.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+            response = connection.getresponse()
+            return response.status, dict(response.headers), response.read()
+        finally:
+            connection.close()
+
+    def text(self, path: str) -> str:
+        status, _, data = self.exchange("GET", path)
+        assert status == 200, (path, status)
+        return data.decode()
+
+    def join(self, handle: str, source: str | None = None) -> str:
+        status, data = self.call("POST", "/api/join", {"handle": handle, "consent": True}, source=source)
+        assert status == 200, data
+        return str(data["token"])
+
+
+class PlayServer(Api):
     """`emobench play` in a child process; `url` once it listens."""
 
     def __init__(self, config: Path, mode: str, out: Path, *extra: str) -> None:
@@ -49,32 +90,6 @@ class PlayServer:
         for line in self.process.stderr:
             self.later.append(line)
 
-    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
-             headers: dict[str, str] | None = None) -> tuple[int, Any]:
-        status, _, data = self.exchange(method, path, body, raw, headers)
-        return status, json.loads(data or b"{}")
-
-    def exchange(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
-                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-        """Status, headers and body of one request (JSON unless raw is given)."""
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        request = urllib.request.Request(self.url + path, method=method, data=data,
-                                         headers={"Content-Type": "application/json", **(headers or {})})
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                return response.status, dict(response.headers), response.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, dict(exc.headers), exc.read()
-
-    def text(self, path: str) -> str:
-        with urllib.request.urlopen(self.url + path, timeout=60) as response:
-            return str(response.read().decode())
-
-    def join(self, handle: str) -> str:
-        status, data = self.call("POST", "/api/join", {"handle": handle, "consent": True})
-        assert status == 200, data
-        return str(data["token"])
-
     def kill(self) -> None:
         """SIGKILL: no shutdown handler runs, as when the machine loses power."""
         self.process.send_signal(signal.SIGKILL)
@@ -93,3 +108,51 @@ class PlayServer:
 def emobench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "emobench", *args], capture_output=True, text=True, env=cli_env(),
                           cwd=REPO, timeout=600)
+
+
+class LocalPlay(Api):
+    """The play server in this process, on a thread with its own event loop: quick to start, and its
+    hub can be looked into. `play` sets the config's `play:` settings."""
+
+    def __init__(self, config: Path, mode: str, out: Path, **play: Any) -> None:
+        from emobench.config import load_config_data, validate_config
+
+        data = load_config_data(config)
+        data["play"] = {**data.get("play", {}), **play}
+        self.config = validate_config(data, config)
+        self.said: list[str] = []
+        self.error: BaseException | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._main("user" if mode == "user" else "subject", out),),
+                                        daemon=True)
+        self._thread.start()
+        self._ready.wait(120)
+        if self.error is not None:
+            raise self.error
+
+    async def _main(self, seat: Any, out: Path) -> None:
+        from emobench.play.cli import listening, open_hub
+
+        self.loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        try:
+            async with open_hub(self.config, seat, out, say=self.said.append) as (hub, app), \
+                    listening(app, self.config.play, "127.0.0.1", 0) as url:
+                self.hub, self.url = hub, url.rstrip("/")
+                self._ready.set()
+                await self._stop.wait()
+                await hub.store.settle()
+        except BaseException as exc:  # handed to the test's thread
+            self.error = exc
+            self._ready.set()
+
+    def run(self, make: Callable[[], Awaitable[T]], timeout: float = 120) -> T:
+        """A coroutine on the server's loop (the background catch-up, a look at the store)."""
+
+        async def wrapped() -> T:
+            return await make()
+
+        return asyncio.run_coroutine_threadsafe(wrapped(), self.loop).result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(120)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -19,8 +19,10 @@ from emobench.cli_support import SplitName, against_flags, one_line_errors
 from emobench.errors import InputError
 
 if TYPE_CHECKING:
-    from emobench.config import RunConfig
-    from emobench.play.session import Seat
+    from aiohttp import web
+
+    from emobench.config import PlayConfig, RunConfig
+    from emobench.play.session import PlayHub, Seat
 
 Mode = Literal["user", "supporter"]
 
@@ -51,24 +53,21 @@ def check_assets() -> None:
             raise InputError(path, "", "the play page's files are not installed; reinstall emobench")
 
 
-async def serve(
-    config: RunConfig, seat: Seat, run_dir: Path, host: str, port: int, *, force: bool = False,
-    announce: Callable[[str], None] = print, say: Callable[[str], None] = print,
-) -> None:
-    """Serve until cancelled. `announce` gets the page's address once the server listens; `say`
-    what start-up repaired and what the background catch-up did."""
-    from aiohttp import web
-
+@asynccontextmanager
+async def open_hub(config: RunConfig, seat: Seat, run_dir: Path, *, force: bool = False,
+                   say: Callable[[str], None] = print) -> AsyncIterator[tuple[PlayHub, web.Application]]:
+    """The hub and its page's application, on a run directory checked and repaired; not yet listening."""
     import emobench
     from emobench.endpoints.pool import EndpointPool
     from emobench.episode.roles import Provenance, RoleCaller, WorldRoles
     from emobench.judging.mdep import judge_turn
     from emobench.judging.stage import bind_panel
     from emobench.play.guards import Guard
+    from emobench.play.limits import Quota
     from emobench.play.rebuild import Bound
-    from emobench.play.recovery import catch_up, repair
+    from emobench.play.recovery import repair
     from emobench.play.server import STATIC, TEMPLATES, make_app
-    from emobench.play.session import PlayHub, Quota
+    from emobench.play.session import PlayHub
     from emobench.play.store import PlayStore, page_version
     from emobench.prompts import cases_language
     from emobench.registry import load_registry
@@ -122,24 +121,50 @@ async def serve(
         store = PlayStore(rd, registry, panel, config.limits(), version)
         for note in repair(store):
             say(f"repaired {note}")
-        quota = Quota(config.play.open_per_player, config.play.open_total)
+        play = config.play
+        quota = Quota(play.open_per_player, play.open_total, play.handles_per_address, play.open_per_address)
         hub = PlayHub(store, Bound(world, subjects, prompts, config.limits(), provenance), seat, cases, config.seeds[0], quota)
-        runner = web.AppRunner(make_app(hub, Guard(config.play)), access_log=None)
-        await runner.setup()
+        yield hub, make_app(hub, Guard(play, store))
+
+
+@asynccontextmanager
+async def listening(app: web.Application, config: PlayConfig, host: str, port: int) -> AsyncIterator[str]:
+    """The application served on host:port, every connection through emobench.play.doors; yields its address."""
+    from aiohttp import web
+
+    from emobench.play.doors import PlayRunner, quiet_accept_errors
+
+    asyncio.get_running_loop().set_exception_handler(quiet_accept_errors())
+    runner = PlayRunner(app, config)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
         try:
-            site = web.TCPSite(runner, host, port)
-            try:
-                await site.start()
-            except OSError as exc:
-                raise InputError("--port", "", f"cannot listen on {host}:{port}: {exc.strerror}") from None
-            bound_host, bound_port = runner.addresses[0][:2]
-            announce(f"http://{bound_host}:{bound_port}/")
-            catching_up = asyncio.create_task(catch_up(hub, say))
+            await site.start()
+        except OSError as exc:
+            raise InputError("--port", "", f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        bound_host, bound_port = runner.addresses[0][:2]
+        yield f"http://{bound_host}:{bound_port}/"
+    finally:
+        await runner.cleanup()
+
+
+async def serve(
+    config: RunConfig, seat: Seat, run_dir: Path, host: str, port: int, *, force: bool = False,
+    announce: Callable[[str], None] = print, say: Callable[[str], None] = print,
+) -> None:
+    """Serve until cancelled. `announce` gets the page's address once the server listens; `say`
+    what start-up repaired and what the background catch-up did."""
+    from emobench.play.recovery import catch_up
+
+    async with open_hub(config, seat, run_dir, force=force, say=say) as (hub, app), \
+            listening(app, config.play, host, port) as address:
+        announce(address)
+        catching_up = asyncio.create_task(catch_up(hub, say))
+        try:
             await asyncio.Event().wait()
         finally:
-            if "catching_up" in locals():
-                catching_up.cancel()
-            await runner.cleanup()
+            catching_up.cancel()
 
 
 def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: int | None) -> RunConfig:
@@ -148,7 +173,8 @@ def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: int | None) -
 
     from emobench.config import PlayConfig
 
-    names = ("open_per_player", "open_total", "player_per_minute", "server_per_minute")
+    names = ("open_per_player", "open_total", "player_per_minute", "server_per_minute", "anonymous_per_minute",
+             "handles_per_address", "open_per_address", "connections_per_address", "max_connections")
     changes: dict[str, Any] = {name: value for name, value in zip(names, limits, strict=True) if value is not None}
     if origins:
         changes["allowed_origins"] = [*cfg.play.allowed_origins, *origins]
@@ -184,6 +210,16 @@ def play(
     open_total: Annotated[int | None, typer.Option(help="Unfinished episodes on the server (default 50).")] = None,
     player_per_minute: Annotated[int | None, typer.Option(help="API requests per minute per person (default 60).")] = None,
     server_per_minute: Annotated[int | None, typer.Option(help="API requests per minute, all people (default 600).")] = None,
+    anonymous_per_minute: Annotated[int | None, typer.Option(
+        help="API requests per minute from one address without a player's link: joins, unknown links (default 30).")] = None,
+    handles_per_address: Annotated[int | None, typer.Option(
+        help="Handles one client address may hold (default 5; raise it for a lab behind one NAT).")] = None,
+    open_per_address: Annotated[int | None, typer.Option(
+        help="Unfinished episodes one client address may hold (default 10; raise it for a lab behind one NAT).")] = None,
+    connections_per_address: Annotated[int | None, typer.Option(
+        help="Open connections of one client address (default 64).")] = None,
+    max_connections: Annotated[int | None, typer.Option(
+        help="Open connections in all (default 1000; never within 128 of the open-file limit).")] = None,
 ) -> None:
     """Serve a page where people play the user or the supporter; episodes go to a normal run directory."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -193,7 +229,9 @@ def play(
         if mode not in ("user", "supporter"):
             raise InputError("--mode", "", f"{mode!r} is not user or supporter")
         cfg, flags = load_run_config(config, None, flag_overrides(subject, user, judge, split, None, max_turns, min_turns, limit))
-        cfg = _with_play(cfg, allow_origin, open_per_player, open_total, player_per_minute, server_per_minute)
+        cfg = _with_play(cfg, allow_origin, open_per_player, open_total, player_per_minute, server_per_minute,
+                         anonymous_per_minute, handles_per_address, open_per_address, connections_per_address,
+                         max_connections)
         seat: Seat = "user" if mode == "user" else "subject"
 
         def announce(url: str) -> None:

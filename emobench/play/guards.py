@@ -9,11 +9,14 @@
   page in a browser (curl, a script): it needs no check, since it holds no one else's cookies or
   rights, and the player's token in the path is what authorises it. A body must be JSON
   (`Content-Type: application/json`), which a cross-site form cannot send.
-- **Limits**: requests per minute per player link and for the whole server (429), bodies of at
-  most 64 KiB (413), flat JSON objects of text, numbers and true/false only (400), valid
-  Unicode (a lone surrogate is 400).
+- **Limits**: requests per minute per player link; requests that carry no player's link (a join,
+  an unknown link) per client address; and, only for the requests those let through, for the
+  whole server (429): one client's refused requests never use up everyone's budget. Bodies of at
+  most 64 KiB (413) that arrive within `play.body_timeout_s` (408), flat JSON objects of text,
+  numbers and true/false only (400), valid Unicode (a lone surrogate is 400).
 - **Idempotency**: a start, turn or leave with an `Idempotency-Key` header returns the first
-  response to that key; the request is not run again.
+  successful response to that key; the request is not run again. An error is not kept (a
+  corrected retry plays), and a delete forgets every kept response of the episode.
 - Every response, errors included, carries the Content-Security-Policy and no `Server` version.
 """
 
@@ -32,7 +35,7 @@ from yarl import URL
 
 from emobench.config import PlayConfig
 from emobench.play.limits import Replays, Window
-from emobench.play.store import PlayError
+from emobench.play.store import PlayError, PlayStore
 
 MAX_REQUEST = 64 * 1024  # bytes: a message is at most 4,000 characters
 HEADERS = {
@@ -51,11 +54,12 @@ log = logging.getLogger("emobench.play")
 
 
 class Guard:
-    def __init__(self, config: PlayConfig) -> None:
-        self.config = config
+    def __init__(self, config: PlayConfig, store: PlayStore) -> None:
+        self.config, self.store = config, store
         self.origins = {o.rstrip("/").lower() for o in config.allowed_origins}
         self.hosts = {URL(o).host for o in self.origins}
         self.per_player = Window(config.player_per_minute)
+        self.per_address = Window(config.anonymous_per_minute)
         self.per_server = Window(config.server_per_minute)
         self.replays = Replays()
 
@@ -90,13 +94,19 @@ class Guard:
                 raise PlayError("the request body must be application/json", status=415)
         if not request.path.startswith("/api/"):
             return
+        token = request.match_info.get("token")
+        if token is not None and self.store.player(token) is not None:
+            if not self.per_player.allow(token):
+                raise PlayError(f"too many requests: at most {self.config.player_per_minute} a minute per player "
+                                "(play.player_per_minute, --player-per-minute); wait a moment", status=429)
+        elif not self.per_address.allow(request.remote or ""):  # a join, or a link nobody holds
+            raise PlayError(f"too many requests without a player's link from this address: at most "
+                            f"{self.config.anonymous_per_minute} a minute (play.anonymous_per_minute, "
+                            "--anonymous-per-minute); wait a moment", status=429)
+        # Charged last: what the limits above refuse costs the other players nothing.
         if not self.per_server.allow(""):
             raise PlayError(f"the server is busy: at most {self.config.server_per_minute} requests a minute "
                             "(play.server_per_minute, --server-per-minute); try again in a minute", status=429)
-        token = request.match_info.get("token")
-        if token is not None and not self.per_player.allow(token):
-            raise PlayError(f"too many requests: at most {self.config.player_per_minute} a minute per player "
-                            "(play.player_per_minute, --player-per-minute); wait a moment", status=429)
 
     def replay_key(self, request: web.Request) -> str | None:
         key = request.headers.get("Idempotency-Key")
@@ -139,8 +149,31 @@ class Guard:
             self.replays.drop(key)
             raise
         assert isinstance(response, web.Response)
-        self.replays.settle(key, (response.status, bytes(response.body or b"")))  # type: ignore[arg-type]
+        body = bytes(response.body or b"")  # type: ignore[arg-type]
+        token, episode = request.match_info.get("token", ""), request.match_info.get("episode") or _episode_id(body)
+        if response.status >= 400 or self.gone(token, episode):  # an error is not the answer a retry must get
+            self.replays.drop(key)
+        else:
+            self.replays.settle(key, (response.status, body), (token, episode))
         return response
+
+    def gone(self, token: str, episode: str | None) -> bool:
+        """The player or the episode was deleted meanwhile: its response is not kept."""
+        return self.store.player(token) is None or (episode is not None and episode in self.store.deleted)
+
+    def forget(self, token: str, episode: str, player: bool) -> None:
+        """A delete: every kept response of the episode, and of the player when they went with it."""
+        self.replays.purge(episode, token if player else None)
+
+
+def _episode_id(body: bytes) -> str | None:
+    """The episode a start created, from its answer."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    found = data.get("id") if isinstance(data, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def _replayed(status: int, body: bytes) -> web.Response:
@@ -162,7 +195,14 @@ def _error_response(exc: Exception) -> web.Response:
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
-    return parse_body(await request.read())
+    """The body, read within play.body_timeout_s: a body sent a byte at a time does not hold the server."""
+    seconds = request.app[GUARD].config.body_timeout_s
+    try:
+        async with asyncio.timeout(seconds):
+            raw = await request.read()
+    except TimeoutError:
+        raise PlayError(f"the request body did not arrive within {seconds:g} s", status=408) from None
+    return parse_body(raw)
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -176,3 +216,6 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     if any(isinstance(value, dict | list) for value in data.values()):
         raise PlayError("the request body nests too deep: its values are text, numbers, true/false or null")
     return data
+
+
+GUARD = web.AppKey("guard", Guard)

@@ -1,9 +1,13 @@
 """Request limits and idempotent replays of `emobench play`, kept in memory.
 
-`Window` counts requests per key over the last minute; `Replays` remembers the first response
-to each `Idempotency-Key`, so that a double-sent message, a retried request or a second tab
-plays nothing twice. Replays of requests whose first try was lost with a killed server are
-recognised from the episode journals instead (emobench.play.session).
+`Window` counts requests per key over the last minute; `Replays` remembers the first successful
+response to each `Idempotency-Key`, so that a double-sent message, a retried request or a second
+tab plays nothing twice. Replays of requests whose first try was lost with a killed server are
+recognised from the episode journals instead (emobench.play.session). `Addresses` counts the
+handles and unfinished episodes of each client address. None of it is written: a client's
+address is nobody's business once the server stops.
+(The limits' values are `play:` settings, emobench.config.PlayConfig; connections are counted
+in emobench.play.doors.)
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ import asyncio
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from dataclasses import dataclass
+
+from emobench.play.store import PlayError, PlayStore
 
 Clock = Callable[[], float]
 
@@ -38,6 +45,7 @@ class Window:
 
 
 Response = tuple[int, bytes]
+Tags = tuple[str, str | None]  # the player's token and the episode a response belongs to
 
 
 class Replays:
@@ -45,21 +53,21 @@ class Replays:
 
     def __init__(self, size: int = 10_000) -> None:
         self.size = size
-        self._done: OrderedDict[str, Response] = OrderedDict()
+        self._done: OrderedDict[str, tuple[Response, Tags]] = OrderedDict()
         self._running: dict[str, asyncio.Future[Response]] = {}
 
     def claim(self, key: str) -> Response | asyncio.Future[Response] | None:
         """The stored response, a future for the one in progress, or None: the caller runs it
         and must call `settle` (or `drop`, when it produced no response)."""
         if key in self._done:
-            return self._done[key]
+            return self._done[key][0]
         if key in self._running:
             return self._running[key]
         self._running[key] = asyncio.get_running_loop().create_future()
         return None
 
-    def settle(self, key: str, response: Response) -> None:
-        self._done[key] = response
+    def settle(self, key: str, response: Response, tags: Tags = ("", None)) -> None:
+        self._done[key] = (response, tags)
         self._done.move_to_end(key)
         while len(self._done) > self.size:
             self._done.popitem(last=False)
@@ -68,7 +76,66 @@ class Replays:
             future.set_result(response)
 
     def drop(self, key: str) -> None:
-        """The first request ended without a response (the client went away): a replay runs anew."""
+        """The first request ended without a response to keep (the client went away, or an error):
+        a replay, and every request waiting for this one, runs anew."""
         future = self._running.pop(key, None)
         if future is not None and not future.done():
             future.cancel()
+
+    def purge(self, episode: str, token: str | None = None) -> int:
+        """Forget every response of the episode, and every response of the player when token is given."""
+        gone = [key for key, (_, (owner, of)) in self._done.items() if of == episode or (token is not None and owner == token)]
+        for key in gone:
+            del self._done[key]
+        return len(gone)
+
+
+class Addresses:
+    """The handles joined and the episodes started from each client address, while the server runs."""
+
+    def __init__(self) -> None:
+        self._players: dict[str, set[str]] = {}  # address -> token hashes
+        self._episodes: dict[str, set[str]] = {}  # address -> episode ids
+
+    def joined(self, address: str, token_sha256: str) -> None:
+        self._players.setdefault(address, set()).add(token_sha256)
+
+    def started(self, address: str, episode_id: str) -> None:
+        self._episodes.setdefault(address, set()).add(episode_id)
+
+    def handles(self, address: str, alive: Callable[[str], bool]) -> int:
+        """Handles of this address that still exist (a player whose last episode was deleted is gone)."""
+        held = {h for h in self._players.get(address, set()) if alive(h)}
+        self._players[address] = held
+        return len(held)
+
+    def open(self, address: str, unfinished: Callable[[str], bool]) -> int:
+        held = {e for e in self._episodes.get(address, set()) if unfinished(e)}
+        self._episodes[address] = held
+        return len(held)
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Unfinished episodes and handles: per player, per client address, on the server (play.* settings)."""
+
+    open_per_player: int
+    open_total: int
+    handles_per_address: int = 5
+    open_per_address: int = 10
+
+    def admit_join(self, addresses: Addresses, store: PlayStore, address: str) -> None:
+        if addresses.handles(address, store.has_player) >= self.handles_per_address:
+            raise PlayError(f"this address holds {self.handles_per_address} handles, its limit "
+                            "(play.handles_per_address, --handles-per-address); play with one of them", status=429)
+
+    def admit_start(self, addresses: Addresses, store: PlayStore, token_sha256: str, address: str) -> None:
+        if store.open_episodes(token_sha256) >= self.open_per_player:
+            raise PlayError(f"you have {self.open_per_player} unfinished episodes: finish, leave or delete one "
+                            "first (play.open_per_player, --open-per-player)", status=429)
+        if addresses.open(address, store.unfinished) >= self.open_per_address:
+            raise PlayError(f"this address holds {self.open_per_address} unfinished episodes, its limit "
+                            "(play.open_per_address, --open-per-address); finish, leave or delete one first", status=429)
+        if store.open_episodes() >= self.open_total:
+            raise PlayError(f"the server holds {self.open_total} unfinished episodes, its limit "
+                            "(play.open_total, --open-total); try again later", status=429)

@@ -11,9 +11,10 @@ none, and judges every finished episode that has no judgement.
 from __future__ import annotations
 
 import asyncio
-import os
+import fcntl
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from emobench.play import journal
 from emobench.play.session import PlayHub
@@ -31,23 +32,26 @@ def _texts(episode: Episode) -> list[str]:
     return [t.user.message for t in episode.turns] + ([episode.last_user.message] if episode.last_user else [])
 
 
-def _alive(pid: int) -> bool:
+def _abandoned(path: Path) -> bool:
+    """A temporary file no process is writing: its writer's lock (emobench.rundir.atomic_write_bytes) is free.
+    The lock, not the PID in the name, tells: in a container the server is often PID 1 at every start."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(path, "rb") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+    except FileNotFoundError:  # renamed into place meanwhile
         return False
-    except PermissionError:
-        return True
-    return True
 
 
 def repair(store: PlayStore) -> list[str]:
     """Load the journals' heads, repairing what needs it; the notes say what was done."""
     notes: list[str] = []
     for path in sorted(store.rd.path.rglob(".*.tmp-*")):  # a rewrite a kill interrupted: it may hold deleted words
-        pid = path.name.rpartition("-")[2]
-        if path.is_file() and pid.isdigit() and not _alive(int(pid)):
-            path.unlink()
+        if path.is_file() and _abandoned(path):
+            path.unlink(missing_ok=True)
             notes.append(f"{path.relative_to(store.rd.path)}: removed a half-done rewrite")
     interrupted = []
     for path in sorted(store.journals.iterdir()):
@@ -106,7 +110,7 @@ async def catch_up(hub: PlayHub, say: Callable[[str], None]) -> None:
                 say(f"play/journal/{episode_id}.jsonl: not caught up ({str(exc).splitlines()[0]})")
 
     await asyncio.gather(*(one(episode_id) for episode_id in list(store.heads)))
-    if counts["recorded"] or counts["judged"] or (store.done_keys() and not store.rd.scores.exists()):
+    if counts["recorded"] or counts["judged"] or store.scores_stale():
         store.refinalize()
     if counts["recorded"] or counts["judged"]:
         say(f"recorded {counts['recorded']} episode(s) that had ended and judged {counts['judged']} in the background")

@@ -16,7 +16,7 @@ import yaml
 from aiohttp import web
 
 from emobench.play import views
-from emobench.play.guards import MAX_REQUEST, Guard, json_body
+from emobench.play.guards import GUARD, MAX_REQUEST, Guard, json_body
 from emobench.play.session import PlayHub
 from emobench.play.store import PlayError
 from emobench.prompts import cases_language
@@ -70,7 +70,7 @@ async def player_page(request: web.Request) -> web.Response:
 
 async def join(request: web.Request) -> web.Response:
     data = await json_body(request)
-    token = request.app[HUB].join(_text(data, "handle"), data.get("consent") is True)
+    token = request.app[HUB].join(_text(data, "handle"), data.get("consent") is True, request.remote or "")
     return web.json_response({"token": token})
 
 
@@ -87,7 +87,7 @@ async def start_episode(request: web.Request) -> web.Response:
     label = next((lb for lb, ch in views.subject_letters(hub).items() if ch == letter), None)
     if letter is not None and label is None:
         raise PlayError("no such subject")
-    live = await hub.start(request.match_info["token"], case_id, label, _request(request))
+    live = await hub.start(request.match_info["token"], case_id, label, _request(request), request.remote or "")
     return web.json_response(views.episode_view(hub, live))
 
 
@@ -112,8 +112,11 @@ async def leave(request: web.Request) -> web.Response:
 
 
 async def delete(request: web.Request) -> web.Response:
-    removed = await request.app[HUB].delete(request.match_info["token"], request.match_info["episode"])
-    return web.json_response({"deleted": request.match_info["episode"], "player_forgotten": "play/players.jsonl" in removed})
+    token, episode_id = request.match_info["token"], request.match_info["episode"]
+    removed = await request.app[HUB].delete(token, episode_id)
+    forgotten = "play/players.jsonl" in removed
+    request.app[GUARD].forget(token, episode_id, forgotten)  # no replay serves the deleted words again
+    return web.json_response({"deleted": episode_id, "player_forgotten": forgotten})
 
 
 def _request(request: web.Request) -> str | None:
@@ -124,6 +127,7 @@ def _request(request: web.Request) -> str | None:
 def make_app(hub: PlayHub, guard: Guard) -> web.Application:
     app = web.Application(client_max_size=MAX_REQUEST, middlewares=[guard.middleware])
     app[HUB] = hub
+    app[GUARD] = guard
     app[WORDS] = ui_words(cases_language(hub.cases.values()))  # a Chinese run's page speaks Chinese
     app[PAGES] = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from dataclasses import dataclass, field
 from typing import Literal
 
 from emobench.episode.probe import run_probe
@@ -26,35 +25,14 @@ from emobench.episode.stepper import EpisodeState, now, subject_conversation
 from emobench.errors import EndpointError
 from emobench.play import journal
 from emobench.play.journal import JournalHead, JournalResume, JournalStop, JournalTurn
+from emobench.play.limits import Addresses, Quota
+from emobench.play.live import MAX_MESSAGE, RETRY, Live, short_fault
 from emobench.play.rebuild import Bound, fork, human_reply, open_state, rebuild
-from emobench.play.store import Deleted, Player, PlayError, PlayStore
+from emobench.play.store import Deleted, Player, PlayError, PlayStore, token_hash
 from emobench.records import Episode, HumanSeat, ModelCall, UserMove
 from emobench.registry import Case
 
 Seat = Literal["user", "subject"]
-MAX_MESSAGE = 4000  # characters of one message a person may send
-RETRY = "Your conversation is kept; send again to retry."
-
-
-@dataclass
-class Live:
-    """One episode in progress (or finished) on this server; `state` holds only complete turns."""
-
-    head: JournalHead
-    state: EpisodeState
-    human_s: list[float] = field(default_factory=list)
-    model_s: list[float] = field(default_factory=list)
-    shown_at: float = field(default_factory=time.monotonic)
-    error: str | None = None
-    resumed: int = 0
-    requests: set[str] = field(default_factory=set)
-    episode: Episode | None = None  # the record, once written
-
-
-@dataclass(frozen=True)
-class Quota:
-    open_per_player: int
-    open_total: int
 
 
 class PlayHub:
@@ -62,14 +40,18 @@ class PlayHub:
         self.store, self.bound, self.seat, self.base_seed, self.quota = store, bound, seat, base_seed, quota
         self.cases = {case.id: case for case in cases}
         self.live: dict[str, Live] = {}
-        self.locks: dict[str, asyncio.Lock] = {}
+        self.locks: dict[str, asyncio.Lock] = {}  # only for episodes that exist: an unknown id makes none
         self.judging: dict[str, asyncio.Task[str | None]] = {}
+        self.addresses = Addresses()
 
     # --- players -------------------------------------------------------------------------
-    def join(self, handle: str, consent: bool) -> str:
+    def join(self, handle: str, consent: bool, address: str = "") -> str:
         if not consent:
             raise PlayError("please read the consent note and tick the box before playing")
-        return self.store.add_player(handle)
+        self.quota.admit_join(self.addresses, self.store, address)
+        token = self.store.add_player(handle)
+        self.addresses.joined(address, token_hash(token))
+        return token
 
     def player(self, token: str) -> Player:
         found = self.store.player(token)
@@ -81,7 +63,17 @@ class PlayHub:
     def _lock(self, episode_id: str) -> asyncio.Lock:
         return self.locks.setdefault(episode_id, asyncio.Lock())
 
-    async def start(self, token: str, case_id: str | None, subject: str | None, request: str | None = None) -> Live:
+    def _owned_lock(self, player: Player, episode_id: str) -> asyncio.Lock:
+        """The lock of an episode the player holds; an unknown or deleted id is refused before any lock is made."""
+        if episode_id in self.store.deleted:
+            raise Deleted
+        head = self.store.heads.get(episode_id)
+        if head is None or head.token_sha256 != player.token_sha256:
+            raise PlayError("no such episode", status=404)
+        return self._lock(episode_id)
+
+    async def start(self, token: str, case_id: str | None, subject: str | None, request: str | None = None,
+                    address: str = "") -> Live:
         player = self.player(token)
         if request is not None:  # the same start sent again (after a restart): its episode
             for head in self.store.episodes_of(player.token_sha256):
@@ -99,12 +91,7 @@ class PlayHub:
                 raise PlayError(f"no subject {label!r} here")
         else:
             label = player.name
-        if self.store.open_episodes(player.token_sha256) >= self.quota.open_per_player:
-            raise PlayError(f"you have {self.quota.open_per_player} unfinished episodes: finish, leave or delete one "
-                            "first (play.open_per_player, --open-per-player)", status=429)
-        if self.store.open_episodes() >= self.quota.open_total:
-            raise PlayError(f"the server holds {self.quota.open_total} unfinished episodes, its limit "
-                            "(play.open_total, --open-total); try again later", status=429)
+        self.quota.admit_start(self.addresses, self.store, player.token_sha256, address)
         seed = self.store.free_seed(label, case.id, self.base_seed)
         head = JournalHead(
             episode_id=secrets.token_hex(8), token_sha256=player.token_sha256, player=player.name, seat=self.seat,
@@ -113,6 +100,7 @@ class PlayHub:
             config_hash=self.bound.provenance.config_hash, request=request,
         )
         self.store.heads[head.episode_id] = head  # counted from now on: many starts at once stay within the limits
+        self.addresses.started(address, head.episode_id)
         async with self._lock(head.episode_id):
             try:
                 await self.store.write_journal(head, head)
@@ -134,7 +122,7 @@ class PlayHub:
         player = self.player(token)
         live = self.live.get(episode_id)
         if live is None or episode_id in self.store.deleted:
-            async with self._lock(episode_id):
+            async with self._owned_lock(player, episode_id):
                 live = await self._load(player, episode_id)
         if live.head.token_sha256 != player.token_sha256:
             raise PlayError("no such episode", status=404)
@@ -174,7 +162,7 @@ class PlayHub:
 
     async def turn(self, token: str, episode_id: str, message: str, meter: int | None, request: str | None = None) -> Live:
         player = self.player(token)
-        async with self._lock(episode_id):
+        async with self._owned_lock(player, episode_id):
             live = await self._load(player, episode_id)
             if request is not None and request in live.requests:  # sent again after a restart: played once
                 return live
@@ -204,7 +192,7 @@ class PlayHub:
     async def leave(self, token: str, episode_id: str, message: str, meter: int | None, request: str | None = None) -> Live:
         """The person ends the episode: as the user, leaving (with an optional last message); as the supporter, stopping."""
         player = self.player(token)
-        async with self._lock(episode_id):
+        async with self._owned_lock(player, episode_id):
             live = await self._load(player, episode_id)
             if request is not None and request in live.requests:
                 return live
@@ -237,11 +225,14 @@ class PlayHub:
         if head is None or head.token_sha256 != player.token_sha256:
             raise PlayError("no such episode", status=404)
         self.store.deleted.add(episode_id)  # before the wait: the request in progress and every queued one see it
-        async with self._lock(episode_id):
-            path = self.store.journal_path(episode_id)
-            texts = journal.read_journal(path).texts() if path.exists() else []
-            self.live.pop(episode_id, None)
-            return await self.store.delete(head, texts)
+        try:
+            async with self._lock(episode_id):
+                path = self.store.journal_path(episode_id)
+                texts = journal.read_journal(path).texts() if path.exists() else []
+                self.live.pop(episode_id, None)
+                return await self.store.delete(head, texts)
+        finally:
+            self.locks.pop(episode_id, None)  # what still waits holds it; what comes later sees the tombstone
 
     # --- the steps -----------------------------------------------------------------------
     def _check_open(self, live: Live) -> None:
@@ -276,7 +267,7 @@ class PlayHub:
         except PlayError:
             raise
         except EndpointError as exc:
-            live.error = f"A model did not answer ({_short(exc.problem)}). {RETRY}"
+            live.error = f"A model did not answer ({short_fault(exc.problem)}). {RETRY}"
             raise PlayError(live.error, status=502) from None
         except Exception:
             live.error = f"This turn failed on the server. {RETRY}"
@@ -334,7 +325,7 @@ class PlayHub:
         try:
             await self.store.judge(head, episode, self.cases[head.case_id])
         except EndpointError as exc:
-            return _short(exc.problem)
+            return short_fault(exc.problem)
         return None
 
     def _open_state(self, head: JournalHead, world: WorldRoles) -> EpisodeState:
@@ -352,12 +343,3 @@ class PlayHub:
         elif head.seat == "user" and not state.done and not state.awaiting_user:
             live.error = f"The model has not answered the opening yet. {RETRY}"
         return live
-
-def _short(problem: str) -> str:
-    """The kind of fault, never an address: the first words before any URL or colon."""
-    words = []
-    for word in problem.split():
-        if "://" in word or word.endswith(":") or "/" in word:
-            break
-        words.append(word)
-    return " ".join(words[:8]) or "no answer"

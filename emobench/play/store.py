@@ -3,6 +3,7 @@
     play/players.jsonl        one line per player: handle, sha256 of their token, consent time
     play/journal/<id>.jsonl   the per-turn journal of each episode (emobench.play.journal)
     play/deleted.jsonl        the ids of deleted episodes (tombstones: no text, no handle)
+    play/scored.json          what the last complete scoring read (a digest of the records' and judgements' keys)
     episodes.jsonl, judgements.jsonl, scores.parquet, report.json, leaderboard.parquet: as `emobench run`
 
 A token is never written: only its hash, so the run directory does not hold the keys to it.
@@ -84,6 +85,7 @@ class PlayStore:
         self.players_file = self.folder / "players.jsonl"
         self.journals = self.folder / "journal"
         self.tombstones = self.folder / "deleted.jsonl"
+        self.stamp = self.folder / "scored.json"
         self.journals.mkdir(parents=True, exist_ok=True)
         self._players = {p.token_sha256: p for p in self._read_players()}
         self.deleted = {str(orjson.loads(line)["episode_id"]) for _, line in whole_lines(self.tombstones)}
@@ -121,6 +123,9 @@ class PlayStore:
     def player(self, token: str) -> Player | None:
         return self._players.get(token_hash(token))
 
+    def has_player(self, token_sha256: str) -> bool:
+        return token_sha256 in self._players
+
     def _forget_player(self, player: Player) -> None:
         """Remove a player with no episode left from players.jsonl (their link stops working)."""
         with self._players_file:  # a join appending meanwhile would be lost by the rewrite
@@ -136,6 +141,10 @@ class PlayStore:
 
     def episodes_of(self, token_sha256: str) -> list[JournalHead]:
         return [h for h in self.heads.values() if h.token_sha256 == token_sha256 and h.episode_id not in self.deleted]
+
+    def unfinished(self, episode_id: str) -> bool:
+        head = self.heads.get(episode_id)
+        return head is not None and head.key not in self._done
 
     def open_episodes(self, token_sha256: str | None = None) -> int:
         """Unfinished episodes, of one player or of everyone."""
@@ -223,7 +232,7 @@ class PlayStore:
         writes them again (after the scoring in progress, which may have read it)."""
         with self._finalizing:
             removed = scrub(self.rd, key, subject, case_id, seed, texts)
-            for path in (self.rd.scores, self.rd.report, self.rd.leaderboard, self.rd.pairwise):
+            for path in (self.stamp, self.rd.scores, self.rd.report, self.rd.leaderboard, self.rd.pairwise):
                 path.unlink(missing_ok=True)
         if journal_path is not None:
             journal_path.unlink(missing_ok=True)  # last: its words found the other copies
@@ -264,9 +273,32 @@ class PlayStore:
         from emobench.run.finalize import finalize_run
 
         with self._finalizing:
+            self.stamp.unlink(missing_ok=True)  # until the last file is written, the scores are not what the records say
             if not self.rd.done_keys():
                 for path in (self.rd.scores, self.rd.report, self.rd.leaderboard, self.rd.pairwise):
                     path.unlink(missing_ok=True)
                 return
+            read = self._digest()
             finalize_run(self.rd, self.registry)
             write_leaderboard(build_leaderboard([self.rd.path]), self.rd.path)
+            atomic_write_bytes(self.stamp, orjson.dumps({"records": read}))
+
+    def _digest(self) -> str:
+        """The records' and the judgements' keys, as files hold them now."""
+        keys = sorted(self.rd.done_keys()), sorted(self.rd.judged_keys())
+        return hashlib.sha256(orjson.dumps(keys)).hexdigest()
+
+    def scores_stale(self) -> bool:
+        """Whether the scores, report and leaderboard are not those of the records and judgements on
+        disk (a kill during scoring leaves them half-written or old): decided from the records, not from
+        which files exist."""
+        outputs = (self.rd.scores, self.rd.report, self.rd.leaderboard)
+        if not self.rd.done_keys():
+            return any(path.exists() for path in outputs)
+        if not all(path.exists() for path in outputs) or not self.stamp.exists():
+            return True
+        try:
+            stamp, report = orjson.loads(self.stamp.read_bytes()), orjson.loads(self.rd.report.read_bytes())
+        except orjson.JSONDecodeError:
+            return True
+        return stamp.get("records") != self._digest() or report.get("episodes") != len(self.rd.done_keys())

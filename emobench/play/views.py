@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from emobench.play.journal import JournalHead
-from emobench.play.session import Live, PlayHub
+from emobench.play.live import Live
+from emobench.play.session import PlayHub
 from emobench.records import EpisodeJudgement
 from emobench.rundir import read_records
 

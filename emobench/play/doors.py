@@ -1,0 +1,188 @@
+"""The connections of `emobench play`, below the requests: how many, how slow, and the HTTP layer's own errors.
+
+aiohttp holds a connection for as long as its client likes: one that sends half a request line
+(or nothing) is kept for an hour, and a few thousand such sockets (slowloris) use up the file
+descriptors, so that nobody else gets in. Here every connection passes a `Doorman`:
+
+- **A cap**: at most `play.max_connections` open (and never within `RESERVE` of the process's
+  open-file limit), at most `play.connections_per_address` from one client address. A
+  connection over a cap is closed at once; the first refusal, and then one a minute, is one line
+  in the log.
+- **A deadline for the headers**: a request's head must arrive within `play.header_timeout_s` of
+  the connection opening or of the previous request, else the connection is closed; a keep-alive
+  connection that sends nothing goes the same way. The body has its own deadline
+  (`play.body_timeout_s`, emobench.play.guards.json_body).
+- **The HTTP layer's own errors** (a broken request line, a bad header) answer as every other
+  error does: one JSON line, the security headers, no server version, and no traceback in the log.
+- "Too many open files" from accept() is one line a minute, not a traceback per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import resource
+import time
+from collections import Counter
+from typing import Any, cast
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
+
+from emobench.config import PlayConfig
+from emobench.play.guards import HEADERS
+
+RESERVE = 128  # file descriptors kept for journals, run files and the model endpoints' connections
+LINGER_S = 1.0  # after an early answer (408, 413), how long the rest of a body is read before closing
+SAY_EVERY_S = 60.0
+log = logging.getLogger("emobench.play")
+
+
+def connection_cap(configured: int) -> int:
+    """At most `configured`, and RESERVE below the soft open-file limit (`ulimit -n`)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return configured
+    return max(1, min(configured, soft - RESERVE))
+
+
+class Quietly:
+    """One log line per `every` seconds for a recurring event, with how often it happened meanwhile."""
+
+    def __init__(self, every: float = SAY_EVERY_S) -> None:
+        self.every, self.last, self.count = every, -every, 0
+
+    def say(self, line: str) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            more = f" ({self.count} times since the last note)" if self.count > 1 else ""
+            log.warning("emobench play: %s%s", line, more)
+            self.last, self.count = now, 0
+
+
+class Door(RequestHandler):
+    """One connection: admitted or refused by the doorman, closed when its next head is late."""
+
+    def __init__(self, manager: Doorman, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self.doorman = manager
+        self.address = ""
+        self.admitted = False
+        self.deadline: asyncio.TimerHandle | None = None
+        self.seen = 0  # requests whose head had arrived at the last check
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        self.address = str(peer[0]) if isinstance(peer, tuple) else ""
+        if not self.doorman.admit(self.address):
+            cast(asyncio.Transport, transport).abort()  # the descriptor is freed at once; no handler, no task
+            return
+        self.admitted = True
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if not self.admitted:
+            return
+        self.admitted = False
+        self.doorman.leave(self.address)
+        if self.deadline is not None:
+            self.deadline.cancel()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self.deadline = self._loop.call_later(self.doorman.limits.header_timeout_s, self._late)
+
+    def _late(self) -> None:
+        self.deadline = None
+        if self.transport is None:
+            return
+        waiting = self._waiter is not None and not self._waiter.done()  # for a request's head
+        if waiting and self._request_count == self.seen:  # none came since the last check: slow or idle
+            self.force_close()
+            return
+        self.seen = self._request_count
+        self._arm()
+
+    def handle_error(self, request: BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        """A request the HTTP layer could not read: one JSON line with the usual headers; a debug line in the log."""
+        log.debug("emobench play: %s from a client: %s", status, str(exc or message).splitlines()[0][:200])
+        if request.writer.output_size > 0:
+            raise ConnectionError("the response had begun; the connection is closed")
+        text = "the request could not be read as HTTP" if status < 500 else "the server failed on this request"
+        response = web.json_response({"error": text}, status=status, headers=HEADERS)
+        response.force_close()
+        return response
+
+
+class Doorman(web.Server):
+    """aiohttp's server, its connections counted per client address and in all."""
+
+    def __init__(self, handler: Any, *, limits: PlayConfig, **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self.limits = limits
+        self.cap = connection_cap(limits.max_connections)
+        self.open: Counter[str] = Counter()
+        self.total = 0
+        self.refused = 0
+        self.note = Quietly()
+
+    def __call__(self) -> Door:
+        return Door(self, loop=self._loop, **self._kwargs)
+
+    def admit(self, address: str) -> bool:
+        if self.total >= self.cap:
+            why = f"{self.total} connections are open, the cap (play.max_connections, or the open-file limit)"
+        elif self.open[address] >= self.limits.connections_per_address:
+            why = (f"one client address holds {self.open[address]} connections, its cap "
+                   "(play.connections_per_address)")
+        else:
+            self.total += 1
+            self.open[address] += 1
+            return True
+        self.refused += 1
+        self.note.say(f"refused a connection: {why}")
+        return False
+
+    def leave(self, address: str) -> None:
+        self.total -= 1
+        self.open[address] -= 1
+        if self.open[address] <= 0:
+            del self.open[address]
+
+
+class PlayRunner(web.AppRunner):
+    """An AppRunner whose connections pass a Doorman."""
+
+    def __init__(self, app: web.Application, limits: PlayConfig) -> None:
+        super().__init__(app, access_log=None, lingering_time=min(LINGER_S, limits.body_timeout_s))
+        self.limits = limits
+
+    async def _make_server(self) -> web.Server:
+        plain = await super()._make_server()
+        return Doorman(plain.request_handler, limits=self.limits, request_factory=plain.request_factory,
+                       handler_cancellation=plain.handler_cancellation, loop=asyncio.get_running_loop(),
+                       **plain._kwargs)
+
+
+OUT_OF_FILES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+def quiet_accept_errors() -> Any:
+    """A loop exception handler: running out of descriptors in accept() is one line a minute;
+    everything else goes to asyncio's default handler."""
+    note = Quietly()
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if isinstance(exc, OSError) and exc.errno in OUT_OF_FILES:
+            note.say(f"cannot accept connections ({exc.strerror}); new ones wait. Lower play.max_connections "
+                     "or raise the open-file limit (ulimit -n)")
+            return
+        loop.default_exception_handler(context)
+
+    return handle
