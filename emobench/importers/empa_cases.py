@@ -27,6 +27,7 @@ from emobench.errors import InputError
 from emobench.importers.empa import EMPA_REPOSITORY
 from emobench.importers.empa_cases_format import METADATA, OFFICIAL, PRECOMPUTED, STORIES, EmpaCard, read_checkout
 from emobench.importers.empa_priorities import lead
+from emobench.importers.empa_release import identify, known_releases
 from emobench.library_paths import checkout_sha
 from emobench.profiles import load_profile
 from emobench.registry import Case
@@ -55,6 +56,12 @@ FILLED = {
                     "never a need (EMPA's actor does not see it)",
 }
 ATTRIBUTION = files("emobench.external").joinpath("empa_source.yaml")
+# CC BY-NC 4.0 §3(a)(1)(B): say that the material was modified, and how.
+MODIFIED = ("Modified: yes. emobench re-structured each case into its own case format: the card's fields were "
+            "split into emobench's persona and scenario fields, the priority levels (高/中/低) written as high/medium/low "
+            "and their tags taken off the reasons, the story's stages joined to their titles, and fields EMPA's cards do "
+            "not have were filled in (split.json, filled_in). The Chinese text is otherwise EMPA's, not translated. "
+            "The source's authors do not endorse this use.")
 
 
 def _slug(script_id: str) -> str:
@@ -127,13 +134,23 @@ def import_empa_cases(checkout: Path, out: Path, *, commit: str | None = None) -
     read = sorted({OFFICIAL, STORIES, METADATA} | {Path("empa/data/cases") / f"{c.script_id}.md" for c in cards}
                   | {c.iedr_source.relative_to(checkout) for c in cards})
     agree = [a for a in (_thresholds_agree(card, case) for card, case in zip(cards, cases, strict=True)) if a is not None]
+    release = identify(checkout, read)
+    git = checkout_sha(checkout)
+    if commit is None and git is None and release is None:
+        raise InputError(checkout, "--commit", "not a git checkout, and its files match no known EMPA release "
+                         f"({', '.join(r.commit[:7] for r in known_releases())}); say which commit it is with --commit")
     info = {
         "split": SPLIT,
         "language": LANGUAGE,
         "registry_version": registry_version((c.id, c.content_hash) for c in cases),
         "cases": [{"id": case.id, "script_id": card.script_id, "iedr_from": str(card.iedr_source.relative_to(checkout))}
                   for card, case in zip(cards, cases, strict=True)],
-        "source": {"repository": EMPA_REPOSITORY, "commit": commit or checkout_sha(checkout) or "unknown",
+        "source": {"repository": EMPA_REPOSITORY,
+                   "commit": commit or git or (release.commit if release else None),
+                   "identified_by": "--commit" if commit else "git" if git else "file hashes",
+                   # The known release these files are, byte for byte (None: a commit we hold no hashes of,
+                   # or files changed): what `external empa-place` asks of a run's cards.
+                   "release": release.commit if release else None,
                    "files": {str(p): _sha256(checkout / p) for p in read}},
         "precomputed_levels": sum(c.iedr_source == checkout / PRECOMPUTED for c in cards),
         "precomputed_thresholds": {"cases": len(agree), "equal_to_empa_profile": sum(agree)},
@@ -158,7 +175,10 @@ def import_empa_cases(checkout: Path, out: Path, *, commit: str | None = None) -
 
 def _notice(info: dict[str, Any]) -> str:
     a = yaml.safe_load(ATTRIBUTION.read_text(encoding="utf-8"))
-    return (f"The case texts in this folder are EMPA's ({info['source']['repository']} at "
-            f"{info['source']['commit']}), read from a local checkout by emobench.\n{a['copyright']}\n"
-            f"Licence: {a['licence']}, {a['licence_name']} ({a['licence_url']}). Non-commercial use only; do not redistribute "
-            f"without this notice.\n{a['no_warranty']}\n\nCite:\n{a['citation']}\n")
+    source = info["source"]
+    release = (f"release {source['release'][:7]}, its files unchanged" if source["release"]
+               else "its files are not those of a known release")
+    return (f"The case texts in this folder are EMPA's ({source['repository']} at {source['commit']}; {release}; "
+            f"{source['identified_by']}), read from a local copy by emobench {info['emobench_version']}.\n"
+            f"{a['copyright']}\nLicence: {a['licence']}, {a['licence_name']} ({a['licence_url']}). Non-commercial use only; "
+            f"do not redistribute without this notice.\n{a['no_warranty']}\n\n{MODIFIED}\n\nCite:\n{a['citation']}\n")
