@@ -354,3 +354,45 @@ def test_a_kill_during_rescoring_and_a_reused_pid_are_repaired_at_start_up(confi
         assert held.exists()
     assert not mine.exists() and any(mine.name in line and "removed" in line for line in again.said), again.said
     assert json.loads((run / "report.json").read_text())["episodes"] == 3
+
+
+# --- 9. the judges' response cache --------------------------------------------------------------
+
+def quoting(body: dict[str, Any]) -> str:
+    """Judges that quote the conversation in their evidence, as real ones do."""
+    answer = default_responder(body)
+    if "holistic_verdict" in json.dumps(body.get("response_format") or {}):
+        data = json.loads(answer)
+        for dim in data.values():
+            dim["evidence"] = body["messages"][-1]["content"][-300:]
+        answer = json.dumps(data)
+    return answer
+
+
+@pytest.mark.soak  # an episode judged by the server, then by a panel: seconds
+def test_judging_a_play_run_again_keeps_no_copy_outside_it(config: Path, fake: FakeOpenAIServer, tmp_path: Path,
+                                                            idle: FakeOpenAIServer) -> None:
+    import asyncio
+    import sqlite3
+
+    from emobench.endpoints.cache import ResponseCache
+    from emobench.run.rescore import rescore
+
+    run, words = tmp_path / "run", "words only this person wrote, quoted by the judges"
+    idle.state.responder = quoting
+    server = LocalPlay(config, "user", run, **OPEN)
+    try:
+        token = server.join("qu")
+        _, path = _episode(server, token)
+        assert server.call("POST", path + "/leave", {"message": words, "meter": 30})[0] == 200
+    finally:
+        server.stop()
+    assert words in (run / "judgements.jsonl").read_text()  # the judges did quote them
+    panel = tmp_path / "panel.yaml"
+    panel.write_text(json.dumps({"name": "again", "judges": [{"binding": f"openai:fake-model@{fake.base_url}",
+                                                              "label": "judge-z"}]}))
+    outside = tmp_path / "user-cache" / "responses.sqlite"  # where `emobench judge` keeps its cache by default
+    asyncio.run(rescore(run, panel, cache=ResponseCache(outside)))
+    assert words in (run / "panels" / "again" / "judgements.jsonl").read_text()
+    with sqlite3.connect(outside) as db:
+        assert db.execute("SELECT COUNT(*) FROM responses").fetchone() == (0,)

@@ -50,6 +50,10 @@ async def rescore(
     root = root or library_root()
     source = RunDir(run_dir)
     manifest = source.read_manifest()
+    if "play" in manifest and cache is not None:
+        # People's words (and the judges' quotes of them) must stay where a delete reaches them: the run directory.
+        console.print("note: a run of emobench play is judged without the response cache (docs/play.md)")
+        cache = None
     config = validate_config(manifest["config"], source.manifest, root)
     panel_config = load_panel(panel_path)
     registry = registry_for(source.path, root)  # an imported run keeps its own cards
