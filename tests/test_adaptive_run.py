@@ -92,12 +92,16 @@ def test_a_clearly_better_subject_stops_the_run_early(stopped: tuple[Path, Any])
     assert listed.exit_code == 0 and f"stopped early after {played} of {CASES} cases" in listed.output, listed.output
 
 
-@pytest.mark.soak  # the page's plots take ~3 s
-def test_the_report_page_says_where_the_run_stopped(stopped: tuple[Path, Any]) -> None:
+@pytest.mark.soak  # the pages' plots take ~5 s
+def test_the_run_page_and_the_leaderboard_page_say_where_the_run_stopped(stopped: tuple[Path, Any], tmp_path: Path) -> None:
     run_dir, _ = stopped
     played = RunDir(run_dir).read_manifest()["adaptive"]["cases_played"]
     assert emobench("report", str(run_dir)).exit_code == 0
     assert f"stopped early after {played} of {CASES} cases" in (run_dir / "report.html").read_text()
+    assert emobench("leaderboard", "build", str(run_dir), "-o", str(tmp_path), "--n-boot", "50").exit_code == 0
+    page = (tmp_path / "index.html").read_text()
+    assert 'id="sequential-note"' in page and f"after {played} of {CASES} cases" in page
+    assert page.count('class="sequence"') == 2 and "EPM-Q CS (valid)" in page
 
 
 def test_resume_without_stop_when_plays_on(stopped: tuple[Path, Any], tmp_path: Path) -> None:
