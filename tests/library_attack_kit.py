@@ -21,7 +21,7 @@ import random
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,7 +49,9 @@ class Plant:
     field: str = ""  # the field a catch must name; "" accepts any field of the file
     text: str = ""  # the planted text, for classes that write text into `file`/`field`
     expect: tuple[str, ...] = ()  # words one of which the catching problem says ("" = any)
-    extra: dict[str, Any] = field(default_factory=dict)  # whatever else the class's plant needs
+    into_file: str = ""  # where the text goes, when not where the catch points (default: file)
+    into: str = ""  # the field the text goes into (default: field)
+    data: Any = None  # whatever else the class's plant needs
 
 
 def problems_of(root: Path) -> list[InputError]:
@@ -165,7 +167,7 @@ def _step(node: Any, part: str) -> tuple[Any, Any]:
 def append_text(root: Path, plant: Plant) -> None:
     """Add the variant's text to the end of the field it names (`stages[1]`, `cases[0].opening`,
     `needs.A.why`; a split file's field starts at `cases`)."""
-    path = plant.extra.get("into", plant.field)
+    path = plant.into or plant.field
 
     def change(data: Any) -> None:
         node: Any = {"cases": data} if path.startswith("cases") else data
@@ -174,9 +176,9 @@ def append_text(root: Path, plant: Plant) -> None:
             parent, key = _step(node, part)
             node = parent[key]
         parent, key = _step(node, parts[-1])
-        joiner = "" if plant.extra.get("zh") else " "
+        joiner = "" if plant.text[:1] > "\u2e7f" else " "  # no space before CJK text
         parent[key] = f"{parent[key]}{joiner}{plant.text}"
-    edit_yaml(root, plant.extra.get("in", plant.file), change)
+    edit_yaml(root, plant.into_file or plant.file, change)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
