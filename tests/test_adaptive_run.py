@@ -53,8 +53,9 @@ def emobench(*args: str) -> Any:
 
 
 def _run(config: Path, out: Path, run_id: str, *extra: str) -> Any:
+    # Without the response cache: its answers, from another module's server, would stand in for this judge's.
     res = emobench("run", "--config", str(config), "--out", str(out), "--run-id", run_id, "--no-progress",
-                   "--limit", str(CASES), *extra)
+                   "--limit", str(CASES), "--no-cache", *extra)
     assert res.exit_code == 0, res.output
     return res
 
@@ -111,11 +112,16 @@ def test_resume_without_stop_when_plays_on(stopped: tuple[Path, Any], tmp_path: 
     for f in src.iterdir():
         if f.is_file():
             (run_dir / f.name).write_bytes(f.read_bytes())
-    res = emobench("run", "--resume", str(run_dir), "--no-progress")
+    res = emobench("run", "--resume", str(run_dir), "--no-progress", "--no-cache")
     assert res.exit_code == 0, res.output
     rd = RunDir(run_dir)
     assert len(rd.read_episodes()) == 2 * CASES and "adaptive" not in rd.read_manifest()
     assert "adaptive" not in rd.read_report() and "EPM-Q CS" not in res.output
+    # The rule again on the full run: the same waves settle it, and only their calls are counted.
+    again = emobench("run", "--resume", str(run_dir), "--no-progress", "--stop-when", "pairs-resolved", "--wave", "1")
+    assert again.exit_code == 0, again.output
+    before, after = RunDir(src).read_manifest()["adaptive"], rd.read_manifest()["adaptive"]
+    assert {k: after[k] for k in ("cases_played", "calls", "pairs")} == {k: before[k] for k in ("cases_played", "calls", "pairs")}
 
 
 def test_equal_subjects_play_every_case(server: FakeOpenAIServer, tmp_path: Path) -> None:
@@ -132,7 +138,7 @@ def test_equal_subjects_play_every_case(server: FakeOpenAIServer, tmp_path: Path
 def test_a_call_budget_stops_before_the_wave_that_would_pass_it(server: FakeOpenAIServer, tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "c.yaml", server.base_url, split="test", max_turns=1, min_turns=1,
                        subjects=[{"binding": "scripted:platitude", "label": "platitude"}])
-    _run(cfg, tmp_path, "budget", "--stop-when", "calls<=8", "--wave", "1", "--no-cache")
+    _run(cfg, tmp_path, "budget", "--stop-when", "calls<=8", "--wave", "1")
     block = RunDir(tmp_path / "budget").read_manifest()["adaptive"]
     per_case = block["calls"] / block["cases_played"]
     assert block["stopped"] and 0 < block["calls"] <= 8 < block["calls"] + per_case

@@ -68,7 +68,7 @@ class SequentialGate:
         decision = "fail" if cs.upper < -self.tolerance else "pass" if cs.lower > -self.tolerance else None
         if len(played) >= self.population:  # every case played: the gate decides as without --sequential
             decision = None
-        calls, _ = spent(rd, {})
+        calls, _ = spent(rd, {}, set(played))
         full = round(calls * self.population / len(played)) if played else calls
         self.state = {
             "decision": decision, "stopped": decision is not None and len(played) < self.population,

@@ -92,11 +92,13 @@ def case_values(rd: RunDir, registry: Registry, cases: set[str], profile: str, m
     return {s: {c: sum(v) / len(v) for c, v in by_case.items()} for s, by_case in sums.items()}
 
 
-def spent(rd: RunDir, prices: dict[str, Price]) -> tuple[int, float]:
-    """Live model calls and their cost so far: not answered from the response cache, and not a
-    scripted subject's reply (no model behind it)."""
+def spent(rd: RunDir, prices: dict[str, Price], cases: set[str]) -> tuple[int, float]:
+    """Live model calls and their cost on the given cases: not answered from the response cache,
+    and not a scripted subject's reply (no model behind it). Only those cases, so that a run
+    resumed with more on disk than its waves reached does not count the rest."""
     calls, cost = 0, 0.0
-    records = [e.calls for e in rd.read_episodes()] + [j.calls for j in read_records(rd.judgements, EpisodeJudgement)]
+    records = [e.calls for e in rd.read_episodes() if e.case_id in cases]
+    records += [j.calls for j in read_records(rd.judgements, EpisodeJudgement) if j.key.rsplit("|", 2)[1] in cases]
     for call in (c for group in records for c in group if not c.cached and not c.model.startswith(REFERENCE_PREFIX)):
         calls += 1
         price = prices.get(call.label)
@@ -128,6 +130,8 @@ class AdaptiveRun:
     def for_run(cls, rules: list[StopRule], config: RunConfig, registry: Registry, population: int,
                 wave: int | None) -> AdaptiveRun:
         subjects = [s.name for s in config.subjects]
+        if population < 1:
+            raise InputError(FLAG, "", "the run has no case to play")
         for rule in rules:
             for label in (rule.a, rule.b) if isinstance(rule, PairResolved) else ():
                 if label not in subjects:
@@ -150,7 +154,7 @@ class AdaptiveRun:
         subjects = {s: _sequence(played, values.get(s, {}), None, lo, hi, self.population) for s in self.subjects}
         pairs = {(a, b): _sequence(played, values.get(a, {}), values.get(b, {}), lo - hi, hi - lo, self.population)
                  for a, b in combinations(self.subjects, 2)}
-        calls, cost = spent(rd, self.prices)
+        calls, cost = spent(rd, self.prices, set(played))
         per_case = len(played) and 1 / len(played)
         reasons = [why for rule in self.rules
                    if (why := self._holds(rule, subjects, pairs, calls * per_case * self.wave + calls,

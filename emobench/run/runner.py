@@ -310,7 +310,8 @@ async def run_benchmark(
             with long_lived_heap(), _progress(console, show_progress) as progress:
                 bar = progress.add_task("run", total=total, completed=len(done), calls=0, retries=0, turns=0)
                 for wave in waves:
-                    batch = [job for job in jobs if job[1].id in set(wave)] if stop is not None else jobs
+                    ids = set(wave)
+                    batch = [job for job in jobs if job[1].id in ids] if stop is not None else jobs
                     tasks = [asyncio.create_task(one(*job)) for job in batch]
                     try:
                         for next_done in asyncio.as_completed(tasks):
