@@ -168,7 +168,17 @@ def test_what_cannot_stop_is_refused_before_a_call(extra: tuple[str, ...], needl
     assert not any(p.is_dir() for p in tmp_path.iterdir())  # no run directory was made
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=15, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("half-width<=pairsco,=$.09 x")), max_size=16))
+def test_the_command_refuses_a_bad_spec_in_one_line(spec: str) -> None:
+    try:
+        parse_rule(spec)
+    except InputError as exc:
+        res = emobench("run", "--config", "absent.yaml", f"--stop-when={spec}")
+        assert res.exit_code == 2 and res.output == f"error: {exc}\n", res.output
+
+
+@settings(max_examples=150, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("half-width<=pairsco,=$.0123456789 xé-")), max_size=24) | st.text(max_size=12))
 def test_the_parser_answers_every_text_with_a_rule_or_one_line(spec: str) -> None:
     try:
