@@ -13,6 +13,7 @@ from emobench.errors import InputError
 
 if TYPE_CHECKING:
     from emobench.config import RunConfig
+    from emobench.run.adaptive import AdaptiveRun
 
 
 def flag_overrides(
@@ -130,7 +131,7 @@ def load_run_config(
 
 
 
-def stop_plan(stop_when: list[str] | None, wave: int | None, shard: str | None, config: RunConfig) -> Any:
+def stop_plan(stop_when: list[str] | None, wave: int | None, shard: str | None, config: RunConfig) -> AdaptiveRun | None:
     """The adaptive run `--stop-when` asks for (run/adaptive.py), or None for the whole grid.
     Refused with --shard: a shard holds some seeds of a case, so no case's mean is known in it."""
     from emobench.run.stop_spec import FLAG, parse_stop_when
