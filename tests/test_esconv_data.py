@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emobench.errors import InputError
-from emobench.validation.esconv_data import load_esconv, parse_splits, read_file
+from emobench.validation.esconv.data import load_esconv, parse_splits, read_file
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "esconv"
 

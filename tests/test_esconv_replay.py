@@ -22,9 +22,9 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emobench.validation.esconv_data import EsconvChat, EsconvTurn
-from emobench.validation.esconv_replay import blocks, chat_case, load_spec, targets
-from emobench.validation.esconv_replay_stats import chat_bootstrap, proportion, rank_agreement
+from emobench.validation.esconv.data import EsconvChat, EsconvTurn
+from emobench.validation.esconv.replay import blocks, chat_case, load_spec, targets
+from emobench.validation.esconv.replay_stats import chat_bootstrap, proportion, rank_agreement
 from tests.fake_openai import FakeOpenAIServer, FakeState
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from emobench.cli import app
 from emobench.publish.html import write_page
 from emobench.publish.leaderboard import build_leaderboard
-from emobench.validation.discriminator import assign_folds, auc, discriminate
-from emobench.validation.fidelity import judge_levels, path_distance, per_turn, stops, turn_words
+from emobench.validation.fidelity.compare import judge_levels, path_distance, per_turn, stops, turn_words
+from emobench.validation.fidelity.discriminator import assign_folds, auc, discriminate
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 

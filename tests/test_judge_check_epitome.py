@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from emobench.publish.html import write_page
 from emobench.publish.leaderboard import build_leaderboard
-from emobench.validation.agreement_stats import level_agreement
-from emobench.validation.epitome_data import FILES, MECHANISMS, Pair, read_epitome, stratified_sample
+from emobench.validation.agreement.stats import level_agreement
+from emobench.validation.epitome.data import FILES, MECHANISMS, Pair, read_epitome, stratified_sample
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 
 ROOT = Path(__file__).resolve().parents[1]

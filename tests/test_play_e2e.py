@@ -15,7 +15,7 @@ import yaml
 
 from emobench.records import EpisodeJudgement
 from emobench.rundir import RunDir, read_records
-from emobench.validation.fidelity_input import read_matched
+from emobench.validation.fidelity.runs import read_matched
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState
 from tests.play_support import PlayServer, emobench

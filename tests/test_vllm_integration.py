@@ -29,7 +29,7 @@ from emobench.registry import load_registry
 from emobench.run.finalize import finalize_run
 from emobench.run.runner import ROOT, run_benchmark
 from emobench.rundir import RunDir
-from emobench.validation.epitome_data import MECHANISMS
+from emobench.validation.epitome.data import MECHANISMS
 
 pytestmark = pytest.mark.vllm
 ESCONV = ROOT / "tests" / "fixtures" / "esconv"

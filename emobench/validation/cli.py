@@ -4,7 +4,7 @@ one or more runs (docs/validity.md), printed and written to validity.json.
 Known groups, test-retest and judge-tracker agreement come from the runs on disk. With
 --human, the first run's judge panel rates human-rated conversations on the holistic rubric,
 and the report adds its agreement with the human ratings. With --fidelity, the report compares
-episodes people played as the user with the simulator's (emobench.validation.fidelity).
+episodes people played as the user with the simulator's (emobench.validation.fidelity.compare).
 """
 
 from __future__ import annotations
@@ -12,115 +12,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
 from emobench.cli_support import Tick, one_line_errors, progress_bar
 from emobench.errors import InputError
 from emobench.records import Episode, EpisodeJudgement
-from emobench.registry import Registry
 from emobench.rundir import RunDir, read_records
 
 if TYPE_CHECKING:
     import pandas as pd
-
-HUMAN_SCALE = (1, 10)  # the holistic rubric's scale, which human ratings must share
-
-
-class HumanTurn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    user: str = Field(min_length=1)
-    assistant: str
-
-
-class HumanConversation(BaseModel):
-    """One line of a --human file (docs/validity.md)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(min_length=1)
-    case_id: str
-    turns: list[HumanTurn] = Field(min_length=1)
-    ratings: dict[str, dict[str, int]] = Field(min_length=1)  # rater -> dimension -> 1..10
-
-
-def read_human(path: Path, registry: Registry) -> list[HumanConversation]:
-    """Parse and check a --human JSONL file; the first problem is one InputError naming the line."""
-    from emobench.records import HOLISTIC_DIMENSIONS
-
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(path, "", f"cannot read: {exc.strerror}") from None
-    known = {c.id for c in registry.all_cases()}
-    out: list[HumanConversation] = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = HumanConversation.model_validate_json(line)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise InputError(path, f"line {n}: {'.'.join(str(p) for p in err['loc']) or 'json'}", err["msg"]) from None
-        if item.case_id not in known:
-            raise InputError(path, f"line {n}: case_id", f"unknown case {item.case_id!r}; see `emobench scenarios list`")
-        for rater, scores in item.ratings.items():
-            for dim, score in scores.items():
-                where = f"line {n}: ratings.{rater}.{dim}"
-                if dim not in HOLISTIC_DIMENSIONS:
-                    raise InputError(path, where, f"unknown dimension; use {', '.join(HOLISTIC_DIMENSIONS)}")
-                if not HUMAN_SCALE[0] <= score <= HUMAN_SCALE[1]:
-                    raise InputError(path, where, f"{score} is outside {HUMAN_SCALE[0]}..{HUMAN_SCALE[1]}")
-        if item.id in {c.id for c in out}:
-            raise InputError(path, f"line {n}: id", f"{item.id!r} appears twice")
-        out.append(item)
-    if not out:
-        raise InputError(path, "", "no conversations")
-    return out
-
-
-async def panel_scores(
-    run: RunDir, conversations: list[HumanConversation], registry: Registry, root: Path, cache: Any
-) -> dict[str, dict[str, float | None]]:
-    """The run's panel rates every conversation on the holistic rubric: mean over valid judges."""
-    from emobench.config import validate_config
-    from emobench.endpoints.pool import EndpointPool
-    from emobench.episode.roles import derive_seed
-    from emobench.judging.holistic import _one_judge
-    from emobench.prompts import load_template
-    from emobench.records import mean_scores
-    from emobench.run.runner import _caller
-
-    config = validate_config(run.read_manifest()["config"], run.manifest, root)
-    template = load_template(root / "judges" / config.panel.rubrics["holistic"])
-    async with AsyncExitStack() as stack:
-        pool = EndpointPool(stack, run.logs, cache)
-        judges = []
-        for role in config.judges:
-            client, info = await pool.resolve(role)
-            judges.append(_caller("judge", client, info))
-
-        async def rate(item: HumanConversation) -> tuple[str, dict[str, float | None]]:
-            case = registry.case(item.case_id)
-            transcript = [x for t in item.turns for x in (
-                {"speaker": case.persona.name, "text": t.user}, {"speaker": "Assistant", "text": t.assistant})]
-            messages = [
-                {"role": "system", "content": template.case_system(case)},
-                {"role": "user", "content": template.block(
-                    "user", transcript=transcript, left_with="", persona=case.persona, scenario=case.scenario)},
-            ]
-            seed = derive_seed(0, "human", item.id)
-            results = await asyncio.gather(*(_one_judge(j, messages, template, seed, config.judge_retries) for j in judges))
-            verdicts = [verdict for verdict, _ in results]
-            return item.id, mean_scores(verdicts)
-
-        return dict(await asyncio.gather(*(rate(c) for c in conversations)))
 
 
 def _episodes(rd: RunDir) -> list[Episode]:
@@ -155,6 +59,7 @@ def build_report(
 
     from emobench.registry import load_registry
     from emobench.scoring.validity import human_agreement, run_validity
+    from emobench.validation.agreement.human import panel_scores, read_human
 
     runs = [RunDir(p) for p in run_dirs]
     steps = len(runs) + 1 + (human is not None)
@@ -277,7 +182,7 @@ def validate(
         target = out or home / "validity.json"
         earlier = _earlier(target) if not dry_run else {}  # read first: a bad file stops before any work
         if fidelity is not None:
-            from emobench.validation.fidelity import fidelity_report
+            from emobench.validation.fidelity.compare import fidelity_report
 
             report["fidelity"] = fidelity_report(*fidelity, n_boot=n_boot, seed=seed)
         if judge_check is not None:
@@ -292,7 +197,7 @@ def validate(
                 return
             report[KEYS[judge_check]] = block
         if fidelity_replay is not None:
-            from emobench.validation.esconv_replay_cli import fidelity_replay_report
+            from emobench.validation.esconv.replay_cli import fidelity_replay_report
 
             with progress_bar() as tick:
                 replayed = fidelity_replay_report(
@@ -306,11 +211,11 @@ def validate(
     if "known_groups" in report:
         print_report(report, Console())
     if "fidelity" in report:
-        from emobench.validation.fidelity_report import print_fidelity
+        from emobench.validation.fidelity.report import print_fidelity
 
         print_fidelity(report["fidelity"], Console())
     if "fidelity_replay" in report:
-        from emobench.validation.esconv_replay_cli import print_replay
+        from emobench.validation.esconv.replay_cli import print_replay
 
         print_replay(report["fidelity_replay"], Console())
     if "judge_check" in report:
@@ -318,7 +223,7 @@ def validate(
 
         print_judge_check(report["judge_check"], Console())
     if "judge_check_esconv" in report:
-        from emobench.validation.esconv_report import print_esconv
+        from emobench.validation.esconv.report import print_esconv
 
         print_esconv(report["judge_check_esconv"], Console())
     Console(stderr=True).print(f"wrote {target}", soft_wrap=True)  # a path stays on one line

@@ -14,7 +14,7 @@ from emobench.config import PanelConfig
 from emobench.endpoints.cache import ResponseCache
 from emobench.errors import InputError
 from emobench.library_paths import library_file
-from emobench.validation.epitome_data import MECHANISMS
+from emobench.validation.epitome.data import MECHANISMS
 
 DATASETS = ("epitome", "esconv")
 KEYS = {"epitome": "judge_check", "esconv": "judge_check_esconv"}  # validity.json's key for each
@@ -63,8 +63,8 @@ def judge_check_report(
                        log_dir=log_dir, seed=seed, n_boot=n_boot, splits=splits, dry_run=dry_run, tick=tick)
     if dry_run:
         raise InputError("--dry-run", "", "for --judge-check esconv only")
-    from emobench.validation.epitome_check import judge_check
-    from emobench.validation.epitome_data import read_epitome
+    from emobench.validation.epitome.check import judge_check
+    from emobench.validation.epitome.data import read_epitome
 
     data = read_epitome(data_dir)
     panels = _panels(panel_paths, judges or [], run_dirs, root)
@@ -75,9 +75,9 @@ def _esconv(
     panel_paths: list[Path], data_dir: Path, judges: list[str], *, limit: int | None, run_dirs: list[Path], root: Path,
     cache: ResponseCache | None, log_dir: Path, seed: int, n_boot: int, splits: str, dry_run: bool, tick: Tick | None,
 ) -> dict[str, Any] | None:
-    from emobench.validation.esconv_check import Inputs, judge_check_esconv
-    from emobench.validation.esconv_data import load_esconv, parse_splits
-    from emobench.validation.esconv_report import estimate, print_estimate
+    from emobench.validation.esconv.check import Inputs, judge_check_esconv
+    from emobench.validation.esconv.data import load_esconv, parse_splits
+    from emobench.validation.esconv.report import estimate, print_estimate
 
     chosen = parse_splits(splits)
     sample = load_esconv(data_dir, splits=chosen, limit=limit, seed=seed)

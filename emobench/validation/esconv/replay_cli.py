@@ -15,8 +15,8 @@ from emobench.endpoints.cache import ResponseCache
 from emobench.errors import InputError
 from emobench.prompts import load_template
 from emobench.records import UserMove
-from emobench.validation.esconv_data import EsconvChat, EsconvSample, load_esconv, parse_splits
-from emobench.validation.esconv_replay import (
+from emobench.validation.esconv.data import EsconvChat, EsconvSample, load_esconv, parse_splits
+from emobench.validation.esconv.replay import (
     ChatReplay,
     SeekerSpec,
     chat_case,
@@ -25,7 +25,7 @@ from emobench.validation.esconv_replay import (
     targets,
     user_role,
 )
-from emobench.validation.esconv_replay_stats import ChatSummary, Row, figures
+from emobench.validation.esconv.replay_stats import ChatSummary, Row, figures
 
 DATASETS = ("esconv",)
 RESULTS_FILE = "esconv_replay.jsonl"
@@ -117,7 +117,7 @@ def fidelity_replay_report(
     if dry_run:
         _dry_run(sample, spec, binding, root, Console())
         return None
-    from emobench.validation.fidelity import _tracker_readings
+    from emobench.validation.fidelity.compare import _tracker_readings
 
     template = load_template(root / "prompts" / "simulator.j2")
     started = time.perf_counter()

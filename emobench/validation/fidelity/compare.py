@@ -2,7 +2,7 @@
 the simulator played on the same cases with the same subjects.
 
 Pure statistics over lists of per-episode values, and `fidelity_report`, which reads the two
-runs (fidelity_input), runs the tracker over the user turns and puts the statistics together.
+runs (fidelity.runs), runs the tracker over the user turns and puts the statistics together.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
-from emobench.validation.discriminator import discriminate
-from emobench.validation.fidelity_input import ITEMS, EpisodeView, Matched, read_matched
+from emobench.validation.fidelity.discriminator import discriminate
+from emobench.validation.fidelity.runs import ITEMS, EpisodeView, Matched, read_matched
 
 LEFT = "user_left"  # the stop reason of a user who left
 MIN_PER_TURN = 2  # episodes each side needs at a turn for that turn to count in a path distance

@@ -27,8 +27,8 @@ from emobench.records import HOLISTIC_DIMENSIONS, ModelCall, mean_scores
 from emobench.registry import Case
 from emobench.registry.hashing import sha256_hex
 from emobench.run.runner import _caller
-from emobench.validation.esconv_data import EsconvChat, EsconvSample
-from emobench.validation.esconv_stats import auc, rank_agreement
+from emobench.validation.esconv.data import EsconvChat, EsconvSample
+from emobench.validation.esconv.stats import auc, rank_agreement
 from emobench.validation.stand_in import read_stand_in, rendered_case
 
 STAND_IN = Path("judges") / "stand-ins" / "esconv.yaml"

@@ -35,7 +35,7 @@ from emobench.registry import Case
 from emobench.registry.hashing import sha256_hex
 from emobench.registry.yaml_io import read_yaml
 from emobench.run.runner import _caller
-from emobench.validation.esconv_data import EsconvChat
+from emobench.validation.esconv.data import EsconvChat
 from emobench.validation.stand_in import build_case
 
 STAND_IN = Path(__file__).with_name("esconv_seeker.yaml")

@@ -25,8 +25,8 @@ from emobench.records import ModelCall, mean_scores
 from emobench.registry import Case
 from emobench.registry.models import AXES
 from emobench.run.runner import _caller
-from emobench.validation.agreement_stats import level_agreement, score_agreement
-from emobench.validation.epitome_data import FILES, LEVELS, MECHANISMS, EpitomeData, Pair, samples
+from emobench.validation.agreement.stats import level_agreement, score_agreement
+from emobench.validation.epitome.data import FILES, LEVELS, MECHANISMS, EpitomeData, Pair, samples
 from emobench.validation.stand_in import stand_in_case
 
 # Which MDEP axis's progress level stands for each EPITOME mechanism (docs/judges.md).

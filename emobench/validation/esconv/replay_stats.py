@@ -17,8 +17,8 @@ import scipy.stats
 
 from emobench.scoring.reliability import spearman_rho
 from emobench.scoring.stats import wilson_interval
-from emobench.validation.discriminator import discriminate
-from emobench.validation.fidelity import turn_words
+from emobench.validation.fidelity.compare import turn_words
+from emobench.validation.fidelity.discriminator import discriminate
 
 CI = 0.95
 FAILED = "FailedESConv"

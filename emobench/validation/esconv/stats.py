@@ -11,7 +11,7 @@ import numpy as np
 import scipy.stats
 
 from emobench.scoring.reliability import spearman_rho
-from emobench.validation.agreement_stats import CI, invalid_share
+from emobench.validation.agreement.stats import CI, invalid_share
 
 Stat = Callable[[np.ndarray, np.ndarray], float]
 

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from emobench.config import PanelConfig, RunConfig
 from emobench.run.dry_run import CHARS_PER_TOKEN, RoleLoad, price_per_token
-from emobench.validation.esconv_check import SURVEY, Inputs, transcript
+from emobench.validation.esconv.check import SURVEY, Inputs, transcript
 
 BASELINES = ("reply_words", "valence_change")
 
