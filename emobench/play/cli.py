@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -153,16 +154,19 @@ async def serve(
     config: RunConfig, seat: Seat, run_dir: Path, host: str, port: int, *, force: bool = False,
     announce: Callable[[str], None] = print, say: Callable[[str], None] = print,
 ) -> None:
-    """Serve until cancelled. `announce` gets the page's address once the server listens; `say`
-    what start-up repaired and what the background catch-up did."""
+    """Serve until cancelled or sent SIGTERM (a container's stop: there the server is often process 1,
+    which the default action of SIGTERM does not end). `announce` gets the page's address once the
+    server listens; `say` what start-up repaired and what the background catch-up did."""
     from emobench.play.recovery import catch_up
 
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with open_hub(config, seat, run_dir, force=force, say=say) as (hub, app), \
             listening(app, config.play, host, port) as address:
         announce(address)
         catching_up = asyncio.create_task(catch_up(hub, say))
         try:
-            await asyncio.Event().wait()
+            await stop.wait()
         finally:
             catching_up.cancel()
 
@@ -244,4 +248,5 @@ def play(
             try:
                 asyncio.run(serve(cfg, seat, out, host, port, force=force, announce=announce, say=say))
             except KeyboardInterrupt:
-                typer.echo("stopped", err=True)
+                pass
+            typer.echo("stopped", err=True)
