@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from emobench.run.adaptive import case_order
+from emobench.run.adaptive import cell_order
 from emobench.rundir import RunDir
 from tests.conftest import write_config
 from tests.fake_openai import WORSE_MODEL, FakeOpenAIServer, FakeState, scripted_responder
 from tests.gate_support import emobench
 
 CASES = [f"test4-{i:02d}" for i in range(1, 7)]
+SEEDS = [0, 1]  # the candidate's; the baselines play seed 0 alone
+CELLS = [(case, seed) for case in CASES for seed in SEEDS]
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +26,8 @@ def server() -> Iterator[FakeOpenAIServer]:
         yield srv
 
 
-def _config(path: Path, base_url: str, model: str) -> Path:
-    return write_config(path, base_url, split="test", cases=CASES, max_turns=1, min_turns=1,
+def _config(path: Path, base_url: str, model: str, seeds: list[int] = SEEDS) -> Path:
+    return write_config(path, base_url, split="test", cases=CASES, max_turns=1, min_turns=1, seeds=seeds,
                         subjects=[{"binding": f"openai:{model}@{base_url}", "label": model}])
 
 
@@ -34,7 +36,7 @@ def bundles(server: FakeOpenAIServer, tmp_path_factory: pytest.TempPathFactory) 
     """The accepted model's published bundle, and a worse model's run (to gate a better candidate against)."""
     root = tmp_path_factory.mktemp("baselines")
     for model in ("fake-model", WORSE_MODEL):
-        code, _, err = emobench("run", "--config", str(_config(root / f"{model}.yaml", server.base_url, model)),
+        code, _, err = emobench("run", "--config", str(_config(root / f"{model}.yaml", server.base_url, model, [0])),
                                 "--out", str(root / "runs"), "--run-id", model, "--no-progress")
         assert code == 0, err
     code, _, err = emobench("leaderboard", "build", str(root / "runs" / "fake-model"), "-o", str(root / "bundle"),
@@ -58,12 +60,12 @@ def test_a_certain_regression_fails_before_every_case_is_played(
     assert code == 1, err + out
     rd = RunDir(tmp_path / "cand")
     block = rd.read_manifest()["adaptive"]
-    played = block["cases_played"]
-    assert block["mode"] == "gate" and block["decision"] == "fail" and block["stopped"] and played < len(CASES)
+    played = block["cells_played"]
+    assert block["mode"] == "gate" and block["decision"] == "fail" and block["stopped"] and played < len(CELLS)
     assert block["difference"]["upper"] < -2  # the whole sequence below -tolerance
-    # In the gate's order (its --seed, 0), and nothing past the stop.
-    assert {e.case_id for e in rd.read_episodes()} == set(case_order(CASES, 0)[:played])
-    assert f"**FAIL** (sequential: stopped after {played} of {len(CASES)} cases" in out
+    # The candidate's (case, seed) episodes in the gate's order (its --seed, 0), and nothing past the stop.
+    assert {(e.case_id, e.seed) for e in rd.read_episodes()} == set(cell_order(CELLS, 0)[:played])
+    assert f"**FAIL** (sequential: stopped after {played} of {len(CELLS)} episodes" in out
     assert (tmp_path / "s.md").read_text() == out and rd.read_report()["adaptive"] == block
 
 
@@ -75,7 +77,7 @@ def test_a_certainly_better_candidate_passes_early(
     assert code == 0, err + out
     block = RunDir(tmp_path / "cand").read_manifest()["adaptive"]
     assert block["decision"] == "pass" and block["stopped"] and block["difference"]["lower"] > -2
-    assert f"**PASS** (sequential: stopped after {block['cases_played']} of {len(CASES)} cases" in out
+    assert f"**PASS** (sequential: stopped after {block['cells_played']} of {len(CELLS)} episodes" in out
 
 
 def test_an_unchanged_model_plays_every_case_and_decides_as_today(
@@ -85,12 +87,12 @@ def test_an_unchanged_model_plays_every_case_and_decides_as_today(
     code, out, err = _gate(bundles["fake-model"], tmp_path / "cand", cfg)
     assert code == 0, err + out
     block = RunDir(tmp_path / "cand").read_manifest()["adaptive"]
-    assert block["decision"] is None and not block["stopped"] and block["cases_played"] == len(CASES)
+    assert block["decision"] is None and not block["stopped"] and block["cells_played"] == len(CELLS)
     assert "| +0.000 [+0.000, +0.000] |" in out  # the bootstrap table, as without --sequential
-    assert f"the candidate played all {len(CASES)} of the baseline's cases" in out
+    assert f"the candidate played all {len(CELLS)} of its episodes of the baseline's cases" in out
     # Resumed, the finished run plays nothing more and gives the same verdict.
     again = _gate(bundles["fake-model"], tmp_path / "cand", cfg)
-    assert again[0] == 0 and len(RunDir(tmp_path / "cand").read_episodes()) == len(CASES)
+    assert again[0] == 0 and len(RunDir(tmp_path / "cand").read_episodes()) == len(CELLS)
 
 
 @pytest.mark.parametrize(("extra", "needle"), [

@@ -131,8 +131,9 @@ def gate(
         )
     text = summary_markdown(report)
     if sequential:
-        text += (f"- Sequential: the candidate played all {seq.population} of the baseline's cases and the confidence "
-                 "sequence settled nothing earlier; the verdict is the bootstrap's, as without --sequential.\n")
+        text += (f"- Sequential: the candidate played all {seq.population} of its episodes of the baseline's cases and "
+                 "the confidence sequence settled nothing earlier; the verdict is the bootstrap's, as without "
+                 "--sequential.\n")
     _report(text, summary)
     raise typer.Exit(report.exit_code)
 

@@ -1,12 +1,17 @@
 """`emobench gate --sequential` (docs/adaptive.md): the candidate plays the baseline's cases in
 the gate's order, in waves, and the gate decides as soon as the answer is certain.
 
-After each wave, the confidence sequence of the mean paired difference (candidate - baseline,
-per-case EPM-Q, bounded in [-100, 100]) over the baseline's finite case set: entirely below
--tolerance, a regression beyond the tolerance is certain (fail, exit 1); entirely above it, the
-candidate is certainly no worse than the tolerance (pass, exit 0). The sequence is valid at every
-stopping time, so stopping on either is sound. Undecided after every case, the gate decides as
-it does without --sequential (emobench.gate.compare).
+The unit is the candidate's (case, seed) cell: its episodes' EPM-Q, in [0, 100], played in a
+seeded random order of every cell of the baseline's cases. Their mean over the whole grid,
+minus the baseline's mean over those cases (a fixed number: the baseline is already played), is
+the difference the gate asks about. After each wave its confidence sequence, entirely below
+-tolerance, makes a regression beyond the tolerance certain (fail, exit 1); entirely above it,
+the candidate is certainly no worse than the tolerance (pass, exit 0). Cells rather than paired
+per-case differences: half the range and seeds times the population, so that one unplayed
+extreme value moves the mean far less and a 30-case split can stop early (docs/adaptive.md
+measures both). The sequence holds at every stopping time, so stopping on either is sound.
+Undecided after every cell, the gate decides as it does without --sequential
+(emobench.gate.compare).
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from emobench.gate.summary import public_label
 from emobench.registry import Registry
 from emobench.run.adaptive import (
     ALPHA,
-    case_order,
-    case_values,
+    Cell,
+    cell_order,
+    cell_values,
     default_wave,
     epmq_range,
     in_waves,
@@ -46,38 +52,46 @@ class SequentialGate:
     subject: str  # the candidate's label in its run
     tolerance: float
     seed: int
-    wave: int
+    wave: int | None  # cells per wave; None: a tenth of them
     registry: Registry
     profile: str
     min_turns: int
-    population: int = 0
+    population: int = 0  # the candidate's cells of the baseline's cases
+    paired_cases: set[str] = field(default_factory=set)
     state: dict[str, Any] = field(default_factory=dict)
 
-    def waves(self, case_ids: Sequence[str]) -> list[list[str]]:
-        paired = [c for c in case_ids if c in self.baseline]
-        self.population = len(paired)
-        if self.population < 2:
-            raise InputError(FLAG, "", f"{self.population} case(s) of the candidate's config are the baseline's; need 2")
-        return in_waves(case_order(paired, self.seed), self.wave)
+    def waves(self, cells: Sequence[Cell]) -> list[list[Cell]]:
+        paired = [c for c in cells if c[0] in self.baseline]
+        self.population, self.paired_cases = len(paired), {c for c, _ in paired}
+        if len(self.paired_cases) < 2:
+            raise InputError(FLAG, "", f"{len(self.paired_cases)} case(s) of the candidate's config are the "
+                             "baseline's; need 2")
+        self.wave = self.wave or default_wave(self.population)
+        return in_waves(cell_order(paired, self.seed), self.wave)
 
-    def after_wave(self, rd: RunDir, played: Sequence[str]) -> bool:
+    def after_wave(self, rd: RunDir, played: Sequence[Cell]) -> bool:
         lo, hi = epmq_range(self.profile, FLAG)
-        mine = case_values(rd, self.registry, set(played), self.profile, self.min_turns).get(self.subject, {})
-        diffs = [mine[c] - self.baseline[c] for c in played if c in mine]
-        cs = mean_sequence(diffs, lo=lo - hi, hi=hi - lo, population=self.population, alpha=ALPHA)
-        decision = "fail" if cs.upper < -self.tolerance else "pass" if cs.lower > -self.tolerance else None
-        if len(played) >= self.population:  # every case played: the gate decides as without --sequential
+        mine = cell_values(rd, self.registry, set(played), self.profile, self.min_turns).get(self.subject, {})
+        values = [mine[c] for c in played if c in mine]
+        cases = {c for c, _ in played}
+        base = sum(self.baseline[c] for c in self.paired_cases) / len(self.paired_cases)
+        cs = mean_sequence(values, lo=lo, hi=hi, population=self.population, alpha=ALPHA)
+        lower, upper = cs.lower - base, cs.upper - base
+        decision = "fail" if upper < -self.tolerance else "pass" if lower > -self.tolerance else None
+        if len(played) >= self.population:  # every cell played: the gate decides as without --sequential
             decision = None
         calls, _ = spent(rd, {}, set(played))
         full = round(calls * self.population / len(played)) if played else calls
+        mean = sum(values) / len(values) - base if values else float("nan")
         self.state = {
             "decision": decision, "stopped": decision is not None and len(played) < self.population,
-            "cases_played": len(played), "waves_played": -(-len(played) // self.wave),
-            "difference": interval_record(cs, sum(diffs) / len(diffs) if diffs else float("nan")),
+            "cells_played": len(played), "cases_played": len(cases), "waves_played": -(-len(played) // (self.wave or 1)),
+            "baseline_mean": base,
+            "difference": {**interval_record(cs, mean), "lower": lower, "upper": upper},
             "calls": calls, "calls_full_estimate": full, "calls_saved_estimate": full - calls,
             "reason": {"fail": f"a regression beyond the tolerance {self.tolerance:g} is certain",
                        "pass": f"no regression beyond the tolerance {self.tolerance:g}, certainly",
-                       None: "every case played, nothing certain"}[decision],
+                       None: "every episode played, nothing certain"}[decision],
         }
         return decision is not None
 
@@ -120,7 +134,7 @@ def play_candidate(
     values = dict(zip(base.cases.column("case_id").to_pylist(), base.cases.column("epmq").to_pylist(), strict=True))
     subject = candidate_subject([s.name for s in config.subjects], requested, play or candidate)
     gate = SequentialGate({c: float(v) for c, v in values.items() if v is not None}, subject, tolerance, seed,
-                          wave or default_wave(len(values)), registry,
+                          wave, registry,
                           config.scoring_profile, config.min_turns)
     asyncio.run(run_benchmark(config, candidate, resume=resume, console=Console(stderr=True), show_progress=False,
                               cache=cache, stop=gate))
@@ -144,24 +158,26 @@ def sequential_markdown(gate: SequentialGate, baseline: str, candidate: str, bas
     verdict = "FAIL" if s["decision"] == "fail" else "PASS"
     cell = (f"**FAIL**: a regression beyond the tolerance {gate.tolerance:g} is certain" if verdict == "FAIL" else
             f"PASS: certainly no regression beyond the tolerance {gate.tolerance:g}")
+    cases = len(gate.paired_cases)
     return "\n".join([
-        f"## emobench gate: **{verdict}** (sequential: stopped after {s['cases_played']} of {gate.population} "
-        "cases; `epmq`)",
+        f"## emobench gate: **{verdict}** (sequential: stopped after {s['cells_played']} of {gate.population} "
+        "episodes; `epmq`)",
         "",
         f"- Baseline: `{public_label(baseline_subject)}` from `{baseline}`.",
         f"- Candidate: `{public_label(gate.subject)}` from `{candidate}`.",
         "",
-        "| slice | metric | difference [95% CS] | paired cases | verdict |",
-        "|---|---|---|---|---|",
-        f"| overall | `epmq` | {d['mean']:+.3f} [{d['lower']:+.3f}, {d['upper']:+.3f}] | {d['n']} of {gate.population} "
-        f"| {cell} |",
+        "| slice | metric | baseline | difference [95% CS] | episodes played | cases begun | verdict |",
+        "|---|---|---|---|---|---|---|",
+        f"| overall | `epmq` | {s['baseline_mean']:.3f} | {d['mean']:+.3f} [{d['lower']:+.3f}, {d['upper']:+.3f}] "
+        f"| {s['cells_played']} of {gate.population} | {s['cases_played']} of {cases} | {cell} |",
         "",
-        f"- Sequential gate: the candidate played the baseline's cases in the gate's order (seed {gate.seed}), "
-        f"{gate.wave} per wave, and stopped after wave {s['waves_played']}: the confidence sequence of candidate - "
-        f"baseline (anytime-valid, {1 - ALPHA:.0%}) lies entirely {'below' if verdict == 'FAIL' else 'above'} "
-        f"-{gate.tolerance:g}. A bootstrap CI would not hold at a stop chosen from the data; this interval does.",
+        f"- Sequential gate: the candidate played its episodes of the baseline's {cases} cases (case × seed) in the "
+        f"gate's order (seed {gate.seed}), {gate.wave} per wave, and stopped after wave {s['waves_played']}: the "
+        f"confidence sequence of its mean EPM-Q over every such episode, minus the baseline's mean (anytime-valid, "
+        f"{1 - ALPHA:.0%}), lies entirely {'below' if verdict == 'FAIL' else 'above'} -{gate.tolerance:g}. A "
+        "bootstrap CI would not hold at a stop chosen from the data; this interval does.",
         f"- Live model calls (answers from the response cache are free): {s['calls']} made, ≈ "
-        f"{s['calls_saved_estimate']} of {s['calls_full_estimate']} saved against playing every case.",
+        f"{s['calls_saved_estimate']} of {s['calls_full_estimate']} saved against playing every episode.",
     ]) + "\n"
 
 

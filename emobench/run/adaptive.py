@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from emobench.config import Price, RunConfig
 from emobench.errors import InputError
@@ -32,15 +32,20 @@ from emobench.scoring.replay import rejudged
 from emobench.scoring.validity import REFERENCE_PREFIX
 
 ALPHA = 0.05
+T = TypeVar("T")
 ORDER_SEED = 0  # every adaptive run of a split plays its cases in the same order
 
 
+Cell = tuple[str, int]  # (case id, seed): what one episode of each subject plays
+
+
 class Stopper(Protocol):
-    """What the runner asks of an adaptive run: its waves, and after each whether to stop."""
+    """What the runner asks of an adaptive run: its waves of the grid's (case, seed) cells, and
+    after each wave (given every cell played so far, in order) whether to stop."""
 
-    def waves(self, case_ids: Sequence[str]) -> list[list[str]]: ...
+    def waves(self, cells: Sequence[Cell]) -> list[list[Cell]]: ...
 
-    def after_wave(self, rd: RunDir, played: Sequence[str]) -> bool: ...
+    def after_wave(self, rd: RunDir, played: Sequence[Cell]) -> bool: ...
 
     def record(self) -> dict[str, Any]: ...
 
@@ -53,7 +58,12 @@ def case_order(case_ids: Sequence[str], seed: int = ORDER_SEED) -> list[str]:
     return sorted(case_ids, key=lambda c: hashlib.blake2b(f"{seed}|{c}".encode(), digest_size=8).digest())
 
 
-def in_waves(ordered: Sequence[str], size: int) -> list[list[str]]:
+def cell_order(cells: Sequence[Cell], seed: int) -> list[Cell]:
+    """The same for (case, seed) cells: the sequential gate's unit."""
+    return sorted(cells, key=lambda c: hashlib.blake2b(f"{seed}|{c[0]}|{c[1]}".encode(), digest_size=8).digest())
+
+
+def in_waves(ordered: Sequence[T], size: int) -> list[list[T]]:
     return [list(ordered[i:i + size]) for i in range(0, len(ordered), size)]
 
 
@@ -73,32 +83,47 @@ def epmq_range(profile: str, source: str = FLAG) -> tuple[float, float]:
     return 0.0, 100.0
 
 
-def case_values(rd: RunDir, registry: Registry, cases: set[str], profile: str, min_turns: int,
-                metric: str = "epmq") -> dict[str, dict[str, float]]:
-    """subject -> case -> the mean over seeds of the metric (unscored episodes left out), for the
-    given cases, as finalize would score them (the affect tracker plays no part in EPM-Q)."""
+def cell_values(rd: RunDir, registry: Registry, cells: set[Cell], profile: str, min_turns: int,
+                metric: str = "epmq") -> dict[str, dict[Cell, float]]:
+    """subject -> (case, seed) -> the metric of that episode (unscored ones left out), for the given
+    cells, as finalize would score them (the affect tracker plays no part in EPM-Q)."""
     judgements = {j.key: j for j in read_records(rd.judgements, EpisodeJudgement)}
     rules = load_profile(profile).engine
-    sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    out: dict[str, dict[Cell, float]] = defaultdict(dict)
     for episode in rd.read_episodes():
-        if episode.case_id not in cases:
+        if (episode.case_id, episode.seed) not in cells:
             continue
         judgement = judgements.get(episode.key)
         if judgement is not None and judgement.mdep is not None:
             episode = rejudged(episode, judgement.mdep, min_turns, rules)
         value = score_episode(episode, registry.case(episode.case_id), rd.path.name, judgement, None, profile)[metric]
         if value is not None:
-            sums[episode.subject][episode.case_id].append(float(value))
-    return {s: {c: sum(v) / len(v) for c, v in by_case.items()} for s, by_case in sums.items()}
+            out[episode.subject][(episode.case_id, episode.seed)] = float(value)
+    return out
 
 
-def spent(rd: RunDir, prices: dict[str, Price], cases: set[str]) -> tuple[int, float]:
-    """Live model calls and their cost on the given cases: not answered from the response cache,
-    and not a scripted subject's reply (no model behind it). Only those cases, so that a run
+def case_values(rd: RunDir, registry: Registry, cells: set[Cell], profile: str, min_turns: int,
+                metric: str = "epmq") -> dict[str, dict[str, float]]:
+    """subject -> case -> the mean over its seeds played of the metric."""
+    out: dict[str, dict[str, float]] = {}
+    for subject, values in cell_values(rd, registry, cells, profile, min_turns, metric).items():
+        by_case: dict[str, list[float]] = defaultdict(list)
+        for (case, _), value in values.items():
+            by_case[case].append(value)
+        out[subject] = {c: sum(v) / len(v) for c, v in by_case.items()}
+    return out
+
+
+def spent(rd: RunDir, prices: dict[str, Price], cells: set[Cell]) -> tuple[int, float]:
+    """Live model calls and their cost on the given cells: not answered from the response cache,
+    and not a scripted subject's reply (no model behind it). Only those cells, so that a run
     resumed with more on disk than its waves reached does not count the rest."""
     calls, cost = 0, 0.0
-    records = [e.calls for e in rd.read_episodes() if e.case_id in cases]
-    records += [j.calls for j in read_records(rd.judgements, EpisodeJudgement) if j.key.rsplit("|", 2)[1] in cases]
+    records = [e.calls for e in rd.read_episodes() if (e.case_id, e.seed) in cells]
+    for j in read_records(rd.judgements, EpisodeJudgement):
+        _, case, seed = j.key.rsplit("|", 2)
+        if (case, int(seed)) in cells:
+            records.append(j.calls)
     for call in (c for group in records for c in group if not c.cached and not c.model.startswith(REFERENCE_PREFIX)):
         calls += 1
         price = prices.get(call.label)
@@ -145,16 +170,21 @@ class AdaptiveRun:
         return cls(rules, subjects, population, size, registry, config.scoring_profile, config.min_turns,
                    config.prices())
 
-    def waves(self, case_ids: Sequence[str]) -> list[list[str]]:
-        return in_waves(case_order(case_ids), self.wave)
+    def waves(self, cells: Sequence[Cell]) -> list[list[Cell]]:
+        """Waves of cases (every seed of each): the unit is the case, a subject's value its mean over seeds."""
+        seeds: dict[str, list[int]] = defaultdict(list)
+        for case, seed in cells:
+            seeds[case].append(seed)
+        return [[(c, s) for c in wave for s in seeds[c]] for wave in in_waves(case_order(list(seeds)), self.wave)]
 
-    def after_wave(self, rd: RunDir, played: Sequence[str]) -> bool:
+    def after_wave(self, rd: RunDir, cells: Sequence[Cell]) -> bool:
         lo, hi = epmq_range(self.profile)
-        values = case_values(rd, self.registry, set(played), self.profile, self.min_turns)
+        played = list(dict.fromkeys(case for case, _ in cells))
+        values = case_values(rd, self.registry, set(cells), self.profile, self.min_turns)
         subjects = {s: _sequence(played, values.get(s, {}), None, lo, hi, self.population) for s in self.subjects}
         pairs = {(a, b): _sequence(played, values.get(a, {}), values.get(b, {}), lo - hi, hi - lo, self.population)
                  for a, b in combinations(self.subjects, 2)}
-        calls, cost = spent(rd, self.prices, set(played))
+        calls, cost = spent(rd, self.prices, set(cells))
         per_case = len(played) and 1 / len(played)
         reasons = [why for rule in self.rules
                    if (why := self._holds(rule, subjects, pairs, calls * per_case * self.wave + calls,

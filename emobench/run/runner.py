@@ -302,16 +302,17 @@ async def run_benchmark(
 
         writes: set[asyncio.Future[None]] = set()
         total = len(done) + len(jobs)
-        waves = stop.waves([c.id for c in cases]) if stop is not None else [[c.id for c in cases]]
-        played: list[str] = []  # the cases of the waves played, in play order
+        grid = [(case.id, seed) for case in cases for seed in config.seeds]
+        waves = stop.waves(grid) if stop is not None else [grid]
+        played: list[tuple[str, int]] = []  # the (case, seed) cells of the waves played, in play order
         ran: list[tuple[RoleCaller, Case, int]] = []
         new = turns = 0
         try:
             with long_lived_heap(), _progress(console, show_progress) as progress:
                 bar = progress.add_task("run", total=total, completed=len(done), calls=0, retries=0, turns=0)
                 for wave in waves:
-                    ids = set(wave)
-                    batch = [job for job in jobs if job[1].id in ids] if stop is not None else jobs
+                    cells = set(wave)
+                    batch = [job for job in jobs if (job[1].id, job[2]) in cells] if stop is not None else jobs
                     tasks = [asyncio.create_task(one(*job)) for job in batch]
                     try:
                         for next_done in asyncio.as_completed(tasks):
