@@ -77,7 +77,8 @@ def gate(
     play: Annotated[Path | None, typer.Option(
         help="With --sequential: the run config that plays the candidate into --candidate when no run is there yet.",
     )] = None,
-    wave: Annotated[int | None, typer.Option(min=1, help="With --sequential: cases per wave.")] = None,
+    wave: Annotated[int | None, typer.Option(
+        min=1, help="With --sequential: episodes (case × seed) per wave; default a tenth of them.")] = None,
     subject: Annotated[list[str] | None, typer.Option(help="With --play: the candidate's binding, as `run --subject`.")] = None,
     user: Annotated[str | None, typer.Option(help="With --play: the user simulator's binding, as `run --user`.")] = None,
     judge: Annotated[list[str] | None, typer.Option(help="With --play: a judge's binding, as `run --judge`.")] = None,
