@@ -9,7 +9,6 @@ import io
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from enum import Enum
@@ -29,8 +28,8 @@ from emobench.endpoints.pool import EndpointPool
 from emobench.run.finalize import summary_line
 from emobench.run.preflight import preflight
 from emobench.run.runner import ROOT
-from tests.conftest import write_config
-from tests.fake_openai import FakeOpenAIServer, FakeState
+from tests.conftest import Serve, write_config
+from tests.fake_openai import default_responder
 from tests.test_docs_commands import doc_blocks
 
 RUNNER = CliRunner()
@@ -127,8 +126,9 @@ def test_a_family_the_leaderboard_lacks_is_one_line_listing_those_it_has(bundle:
 
 
 def test_kept_roles_are_named_before_preflight_and_every_unreachable_endpoint_at_once(
-    fake: FakeOpenAIServer, tmp_path: Path
+    serve: Serve, tmp_path: Path
 ) -> None:
+    fake = serve(default_responder)
     dead = [f"http://127.0.0.{i}:9/v1" for i in (1, 2, 3)]  # nothing listens on port 9: refused at once
     cfg = write_config(tmp_path / "run.yaml", fake.base_url)
     data = yaml.safe_load(cfg.read_text())
@@ -147,12 +147,14 @@ def test_kept_roles_are_named_before_preflight_and_every_unreachable_endpoint_at
     assert fake.state.requests == [] and not (tmp_path / "runs").exists()
 
 
-def test_gemini_s_prefixed_model_ids_are_no_unlisted_model(fake: FakeOpenAIServer, tmp_path: Path) -> None:
-    role = RoleConfig(binding="x")
+def test_gemini_s_prefixed_model_ids_are_no_unlisted_model(
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, role = serve(default_responder), RoleConfig(binding="x")
 
     def warnings(listed: tuple[str, ...], model: str) -> list[str]:
         said: list[str] = []
-        fake.state.models = listed
+        monkeypatch.setattr(fake.state, "models", listed)  # the module's server: restored after
         preflight(roles=[("user", role.model_copy(update={"binding": f"openai:{model}@{fake.base_url}"}))],
                   panel=PanelConfig(judges=[role]), scoring_profile="emobench", out_dir=tmp_path, root=ROOT,
                   source="c.yaml", tracker=False, note=said.append)
@@ -193,8 +195,10 @@ BAD_KEY = "sk-\u2026"  # a placeholder's ellipsis pasted as a key: it cannot go 
 
 
 def test_a_non_ascii_key_is_one_line_before_preflight_reaches_anything(
-    fake: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    fake = serve(default_responder)
+    fake.state.gets.clear()
     monkeypatch.setenv("EMOBENCH_TEST_KEY", BAD_KEY)
     cfg = write_config(tmp_path / "run.yaml", fake.base_url)
     data = yaml.safe_load(cfg.read_text())
@@ -222,21 +226,25 @@ def test_validate_human_checks_the_judges_keys_before_any_work(tmp_path: Path, m
     assert "panel.judges[0].api_key_env" in lines[0] and "EMOBENCH_TEST_KEY is not set" in lines[0]
 
 
-def test_runs_latest_moves_only_to_a_run_with_an_episode(tmp_path: Path) -> None:
+def test_runs_latest_moves_only_to_a_run_with_an_episode(
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     runs = tmp_path / "runs"
     (runs / "old").mkdir(parents=True)
     (runs / "latest").symlink_to("old", target_is_directory=True)
-    with FakeOpenAIServer(FakeState(key="the-right-key", open_models=True)) as server:  # every chat call: 401
-        cfg = write_config(tmp_path / "run.yaml", server.base_url)
-        args = ["run", "--config", str(cfg), "--out", str(runs), "--no-progress", "--no-cache", "--limit", "1",
-                "--seeds", "0", "--max-turns", "2", "--no-references"]
-        failed = RUNNER.invoke(cli.app, [*args, "--run-id", "failed"])
-        assert failed.exit_code == 2 and (runs / "failed").is_dir(), failed.output
-        assert (runs / "latest").readlink() == Path("old")
-        server.state.key = None
-        played = RUNNER.invoke(cli.app, [*args, "--run-id", "played"])
-        assert played.exit_code == 0, played.output
-        assert (runs / "latest").readlink() == Path("played")
+    server = serve(default_responder)
+    monkeypatch.setattr(server.state, "open_models", True)
+    monkeypatch.setattr(server.state, "key", "the-right-key")  # every chat call: 401, after preflight passed
+    cfg = write_config(tmp_path / "run.yaml", server.base_url)
+    args = ["run", "--config", str(cfg), "--out", str(runs), "--no-progress", "--no-cache", "--limit", "1",
+            "--seeds", "0", "--max-turns", "2", "--no-references"]
+    failed = RUNNER.invoke(cli.app, [*args, "--run-id", "failed"])
+    assert failed.exit_code == 2 and (runs / "failed").is_dir(), failed.output
+    assert (runs / "latest").readlink() == Path("old")
+    server.state.key = None
+    played = RUNNER.invoke(cli.app, [*args, "--run-id", "played"])
+    assert played.exit_code == 0, played.output
+    assert (runs / "latest").readlink() == Path("played")
 
 
 def test_a_run_summary_counts_no_scripted_call_as_a_model_call() -> None:
@@ -277,7 +285,6 @@ def test_a_progress_bar_opens_with_its_first_label(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr("rich.console.Console", lambda **kw: Console(file=out, force_terminal=True, width=100,
                                                                       **{k: v for k, v in kw.items() if k != "stderr"}))
     with progress_bar() as tick:
-        time.sleep(0.3)  # rich redraws 10 times a second: the bar before its first tick
-        tick("scoring", 0, 4)
+        tick("scoring", 0, 4)  # the bar is drawn once on opening, before this
         tick("scoring", 4, 4)
     assert "0/?" not in out.getvalue() and "scoring" in out.getvalue()

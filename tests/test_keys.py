@@ -25,8 +25,8 @@ from emobench.endpoints.keys import NO_KEY, key_for, migration_hint
 from emobench.endpoints.litellm_client import LiteLLMClient
 from emobench.errors import InputError
 from emobench.records import Sampling
-from tests.conftest import write_config
-from tests.fake_openai import FakeOpenAIServer, FakeState
+from tests.conftest import Serve, write_config
+from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 
 cli = CliRunner()
 MSG = [{"role": "user", "content": "hi"}]
@@ -295,9 +295,10 @@ FAST_RETRY = RetryPolicy(attempts=4, backoff_max_s=0.01, backoff_multiplier_s=0.
 
 @pytest.mark.parametrize("kind", ["openai", "litellm", "router"])
 def test_a_non_ascii_key_is_refused_by_the_client_not_retried(
-    fake: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch, kind: str
+    serve: Serve, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     """Commands without a preflight (calibrate, validate) meet it at the client: one InputError, no call."""
+    fake = serve(default_responder)
     monkeypatch.setenv("EMOBENCH_TEST_KEY", BAD_KEY)
     monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
     client: OpenAICompatClient | LiteLLMClient = {
