@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -65,11 +66,17 @@ class Api:
 class PlayServer(Api):
     """`emobench play` in a child process; `url` once it listens."""
 
-    def __init__(self, config: Path, mode: str, out: Path, *extra: str) -> None:
+    def __init__(self, config: Path, mode: str, out: Path, *extra: str, open_files: int | None = None) -> None:
+        """open_files: the server's open-file limit (`ulimit -n`), as a small machine or container sets it."""
+
+        def limit() -> None:
+            if open_files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
         self.process = subprocess.Popen(
             [sys.executable, "-m", "emobench", "play", "--config", str(config), "--mode", mode, "--port", "0",
              "-o", str(out), *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=REPO,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=REPO, preexec_fn=limit,
         )
         assert self.process.stderr is not None
         self.later: list[str] = []
@@ -95,14 +102,16 @@ class PlayServer(Api):
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
-    def stop(self) -> None:
+    def stop(self, sig: signal.Signals = signal.SIGINT) -> int | None:
+        """Ctrl-C (or SIGTERM, as a container's stop); the exit status."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            self.process.send_signal(sig)
             try:
                 self.process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        return self.process.returncode
 
 
 def emobench(*args: str) -> subprocess.CompletedProcess[str]:

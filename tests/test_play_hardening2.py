@@ -222,8 +222,10 @@ def closed(sock: socket.socket) -> bool:
 
 def test_slow_and_idle_sockets_are_closed_and_the_cap_is_one_line(config: Path, tmp_path: Path, idle: Any,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Four kinds from four machines fill the overall cap (24); a fifth floods past its address's cap (8);
+    a player still gets in, and every hostile socket is closed within a few header deadlines."""
     server = LocalPlay(config, "user", tmp_path / "run", header_timeout_s=0.3, body_timeout_s=0.3,
-                       connections_per_address=8, max_connections=200, **OPEN)
+                       connections_per_address=8, max_connections=24, **OPEN)
     port = int(server.url.rsplit(":", 1)[1])
     kinds = ("idle", "request line", "headers", "body", "flood")
     sockets: dict[str, list[socket.socket]] = {}
@@ -250,7 +252,7 @@ def test_slow_and_idle_sockets_are_closed_and_the_cap_is_one_line(config: Path, 
     report("hostile sockets, closed/opened", caught)
     assert status == 200 and honest
     assert all(c == n for n, c in caught.values()), caught
-    notes = [r for r in caplog.records if "refused a connection" in r.getMessage()]
+    notes = [r for r in caplog.records if "connection" in r.getMessage()]  # evictions and refusals: one line a minute
     assert len(notes) == 1 and notes[0].exc_info is None and "\n" not in notes[0].getMessage()
     assert "Traceback" not in caplog.text
 

@@ -6,8 +6,10 @@ descriptors, so that nobody else gets in. Here every connection passes a `Doorma
 
 - **A cap**: at most `play.max_connections` open (and never within `RESERVE` of the process's
   open-file limit), at most `play.connections_per_address` from one client address. A
-  connection over a cap is closed at once; the first refusal, and then one a minute, is one line
-  in the log.
+  connection over an address's cap is closed at once. At the overall cap the oldest connection
+  still waiting for a request's head makes room instead (a slow or idle one, many addresses'
+  slowloris: a new client sends its request at once, so it is the youngest); only when none is
+  waiting is the new one closed. The first of these, and then one a minute, is one line in the log.
 - **A deadline for the headers**: a request's head must arrive within `play.header_timeout_s` of
   the connection opening or of the previous request, else the connection is closed; a keep-alive
   connection that sends nothing goes the same way. The body has its own deadline
@@ -70,14 +72,15 @@ class Door(RequestHandler):
         super().__init__(manager, **kwargs)
         self.doorman = manager
         self.address = ""
-        self.admitted = False
+        self.admitted = self.refused = False
         self.deadline: asyncio.TimerHandle | None = None
         self.seen = 0  # requests whose head had arrived at the last check
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername")
         self.address = str(peer[0]) if isinstance(peer, tuple) else ""
-        if not self.doorman.admit(self.address):
+        if not self.doorman.admit(self):
+            self.refused = True
             cast(asyncio.Transport, transport).abort()  # the descriptor is freed at once; no handler, no task
             return
         self.admitted = True
@@ -85,13 +88,29 @@ class Door(RequestHandler):
         self._arm()
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        if not self.admitted:
-            return
-        self.admitted = False
-        self.doorman.leave(self.address)
+        if self.refused:
+            return  # nothing was set up
+        self.leave()
         if self.deadline is not None:
             self.deadline.cancel()
+            self.deadline = None
         super().connection_lost(exc)
+
+    def leave(self) -> None:
+        """Stop counting this connection (once: when evicted, or when lost)."""
+        if self.admitted:
+            self.admitted = False
+            self.doorman.leave(self)
+
+    @property
+    def waiting(self) -> bool:
+        """Open and waiting for a request's head (idle, or sending one slowly): no request is being
+        handled or queued. (Also true before aiohttp's reading task first runs.)"""
+        return self.transport is not None and not self._request_in_progress and not self._messages
+
+    def evict(self) -> None:
+        self.leave()
+        self.force_close()
 
     def _arm(self) -> None:
         self.deadline = self._loop.call_later(self.doorman.limits.header_timeout_s, self._late)
@@ -100,8 +119,7 @@ class Door(RequestHandler):
         self.deadline = None
         if self.transport is None:
             return
-        waiting = self._waiter is not None and not self._waiter.done()  # for a request's head
-        if waiting and self._request_count == self.seen:  # none came since the last check: slow or idle
+        if self.waiting and self._request_count == self.seen:  # no head came since the last check: slow or idle
             self.force_close()
             return
         self.seen = self._request_count
@@ -127,32 +145,40 @@ class Doorman(web.Server):
         self.limits = limits
         self.cap = connection_cap(limits.max_connections)
         self.open: Counter[str] = Counter()
-        self.total = 0
-        self.refused = 0
+        self.doors: dict[Door, None] = {}  # admitted, oldest first
+        self.refused = self.evicted = 0
         self.note = Quietly()
 
     def __call__(self) -> Door:
         return Door(self, loop=self._loop, **self._kwargs)
 
-    def admit(self, address: str) -> bool:
-        if self.total >= self.cap:
-            why = f"{self.total} connections are open, the cap (play.max_connections, or the open-file limit)"
-        elif self.open[address] >= self.limits.connections_per_address:
-            why = (f"one client address holds {self.open[address]} connections, its cap "
-                   "(play.connections_per_address)")
-        else:
-            self.total += 1
-            self.open[address] += 1
-            return True
-        self.refused += 1
-        self.note.say(f"refused a connection: {why}")
-        return False
+    def admit(self, door: Door) -> bool:
+        address = door.address
+        if self.open[address] >= self.limits.connections_per_address:
+            self.refused += 1
+            self.note.say(f"refused a connection: one client address holds {self.open[address]} connections, its cap "
+                          "(play.connections_per_address)")
+            return False
+        if len(self.doors) >= self.cap:
+            oldest = next((d for d in self.doors if d.waiting), None)
+            if oldest is None:
+                self.refused += 1
+                self.note.say(f"refused a connection: {len(self.doors)} connections are open, the cap "
+                              "(play.max_connections, or the open-file limit), and none is idle")
+                return False
+            self.evicted += 1
+            self.note.say(f"{len(self.doors)} connections are open, the cap (play.max_connections, or the open-file "
+                          "limit): closed the oldest one still waiting for its request, to make room")
+            oldest.evict()
+        self.doors[door] = None
+        self.open[address] += 1
+        return True
 
-    def leave(self, address: str) -> None:
-        self.total -= 1
-        self.open[address] -= 1
-        if self.open[address] <= 0:
-            del self.open[address]
+    def leave(self, door: Door) -> None:
+        self.doors.pop(door, None)
+        self.open[door.address] -= 1
+        if self.open[door.address] <= 0:
+            del self.open[door.address]
 
 
 class PlayRunner(web.AppRunner):

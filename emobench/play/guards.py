@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 from yarl import URL
 
 from emobench.config import PlayConfig
@@ -202,6 +203,8 @@ async def json_body(request: web.Request) -> dict[str, Any]:
             raw = await request.read()
     except TimeoutError:
         raise PlayError(f"the request body did not arrive within {seconds:g} s", status=408) from None
+    except (ConnectionError, RequestPayloadError):  # the client went away mid-body: nobody to answer, nothing to log
+        raise PlayError("the connection closed before the request body arrived") from None
     return parse_body(raw)
 
 
