@@ -22,9 +22,13 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from emobench.errors import InputError
+from emobench.validation.esconv.card import record_case
+from emobench.validation.esconv.check import STAND_IN as JUDGE_STAND_IN
 from emobench.validation.esconv.data import EsconvChat, EsconvTurn
-from emobench.validation.esconv.replay import blocks, chat_case, load_spec, targets
+from emobench.validation.esconv.replay import STAND_IN, blocks, chat_case, load_spec, targets
 from emobench.validation.esconv.replay_stats import chat_bootstrap, proportion, rank_agreement
+from emobench.validation.stand_in import read_stand_in
 from tests.fake_openai import FakeOpenAIServer, FakeState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,19 +128,54 @@ def test_blocks_join_runs_and_drop_the_supporters_greeting() -> None:
         3, (("a\nb", "c"), ("d", "e\nf")), "g", 2, True)
 
 
+CHAT = EsconvChat(chat_id="f:0", source="ESConv", emotion_type="shame", problem_type="ongoing depression",
+                  experience_type="Current Experience", situation="I lost my job last month.", initial_intensity=4,
+                  final_intensity=2, empathy=None, relevance=None, turns=(EsconvTurn("seeker", "first words", None, None),))
+# The cards' content hashes as the two builders before the shared one made them (the replay's
+# resume keys and the judge check's results carry them): (replay, judge check), intensity 4 / unknown.
+CARD_HASHES = {4: ("65c8d8fa7c09d57c703bc96cb47bb64d8e8cfa5b4eaf5900fa75eb51f7efef31",
+                   "f893dd236bf468fa74d2fc3572594c8cb70311a85fd387ddab3bc870b26b73a2"),
+               None: ("27ba6bc59ccb2787e3eea6681685a94ff1c516f7bb1e25649faadc71aac97f81",
+                      "5325111d28e7521b01f36eed5f6fa4da3e03e43b3079ffbc0bea754484631eab")}
+
+
 def test_the_card_carries_the_record_and_the_stand_in() -> None:
     spec = load_spec()
-    chat = EsconvChat(chat_id="f:0", source="ESConv", emotion_type="shame", problem_type="ongoing depression",
-                      experience_type="Current Experience", situation="I lost my job last month.", initial_intensity=4,
-                      final_intensity=2, empathy=None, relevance=None,
-                      turns=(EsconvTurn("seeker", "first words", None, None),))
-    case = chat_case(spec, chat)
+    case = chat_case(spec, CHAT)
     assert "I lost my job last month." in case.persona.background and "shame" in case.persona.background
     assert "is 4." in case.persona.background and case.scenario.topic == "ongoing depression: I lost my job last month."
     assert "shame" in case.hidden_need and case.opening == "first words"
     assert case.persona.name == "Sam" and case.persona.meter_start == 40
-    unknown = chat_case(spec, EsconvChat(**{**chat.__dict__, "initial_intensity": None}))
+    unknown = chat_case(spec, EsconvChat(**{**CHAT.__dict__, "initial_intensity": None}))
     assert "is not given." in unknown.persona.background
+
+
+@pytest.mark.parametrize("intensity", [4, None])
+def test_both_cards_come_from_one_builder_unchanged(intensity: int | None) -> None:
+    chat = EsconvChat(**{**CHAT.__dict__, "initial_intensity": intensity})
+    judged = record_case(ROOT / JUDGE_STAND_IN, read_stand_in(ROOT / JUDGE_STAND_IN), chat, case_id="esconv-f:0")
+    assert (chat_case(load_spec(), chat).content_hash, judged.content_hash) == CARD_HASHES[intensity]
+    assert judged.opening == "(the seeker's first message)"  # the judges read the chat itself, not a card opening
+
+
+def test_a_replay_stand_in_reads_every_record_field(tmp_path: Path) -> None:
+    # The judge check's stand-in uses experience_type; the replay's may too, through the same fields.
+    path = tmp_path / "seeker.yaml"
+    path.write_text(STAND_IN.read_text(encoding="utf-8").replace(
+        "You are dealing with {{ problem_type }}.", "You are dealing with {{ problem_type }} ({{ experience_type }})."))
+    assert "ongoing depression (Current Experience)." in chat_case(load_spec(path), CHAT).persona.background
+
+
+@pytest.mark.parametrize(("old", "new", "where"), [
+    ("{{ problem_type }}: {{ situation }}", "{{ mood }}", "scenario.topic"),
+    ("  scenario.topic:", "  scenario.mood.topic:", "from_record.scenario.mood.topic"),
+], ids=["unknown-record-field", "no-such-card-field"])
+def test_a_bad_record_template_is_one_input_error(tmp_path: Path, old: str, new: str, where: str) -> None:
+    path = tmp_path / "seeker.yaml"
+    path.write_text(STAND_IN.read_text(encoding="utf-8").replace(old, new))
+    with pytest.raises(InputError) as caught:
+        chat_case(load_spec(path), CHAT)
+    assert (caught.value.source, caught.value.field) == (str(path), where) and "\n" not in str(caught.value)
 
 
 def test_every_figure_matches_the_hand_computed_values(replayed: dict[str, Any]) -> None:

@@ -66,7 +66,12 @@ def stand_in_case(path: Path) -> tuple[Case, dict[str, Any]]:
     return build_case(data, path, "epitome"), {"file": path.name, "content_hash": sha256_hex(data), "card": data}
 
 
-def rendered_case(path: Path, data: dict[str, Any], fields: dict[str, Any], case_id: str, split: str) -> Case:
-    """The Case of one record: the stand-in's templates rendered with the record's fields."""
+def rendered_case(
+    path: Path, data: dict[str, Any], fields: dict[str, Any], case_id: str, split: str, *, opening: str | None = None
+) -> Case:
+    """The Case of one record: the stand-in's templates rendered with the record's fields;
+    opening, when given (the record's own first message), replaces the scenario's."""
     rendered = _render({k: v for k, v in data.items() if k != "id"}, fields, path, "")
+    if opening:
+        rendered["scenario"]["opening"] = opening  # after rendering: the message keeps its line breaks
     return build_case({**rendered, "id": case_id}, path, split)

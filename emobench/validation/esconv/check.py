@@ -27,9 +27,10 @@ from emobench.records import HOLISTIC_DIMENSIONS, ModelCall, mean_scores
 from emobench.registry import Case
 from emobench.registry.hashing import sha256_hex
 from emobench.run.runner import _caller
+from emobench.validation.esconv.card import record_case
 from emobench.validation.esconv.data import EsconvChat, EsconvSample
 from emobench.validation.esconv.stats import auc, rank_agreement
-from emobench.validation.stand_in import read_stand_in, rendered_case
+from emobench.validation.stand_in import read_stand_in
 
 STAND_IN = Path("judges") / "stand-ins" / "esconv.yaml"
 CONCURRENCY = 32  # ratings in flight per panel, as in the EPITOME check
@@ -190,10 +191,7 @@ class Inputs:
         path = root / STAND_IN
         self.stand_in = read_stand_in(path)
         self.chats = list(sample.chats)
-        self.cases = {c.chat_id: rendered_case(path, self.stand_in, {
-            "situation": c.situation, "emotion_type": c.emotion_type, "problem_type": c.problem_type,
-            "experience_type": c.experience_type, "initial_intensity": c.initial_intensity},
-            f"esconv-{c.chat_id}", "esconv") for c in self.chats}
+        self.cases = {c.chat_id: record_case(path, self.stand_in, c, case_id=f"esconv-{c.chat_id}") for c in self.chats}
         self.replies = {c.chat_id: replies(c) for c in self.chats}
         self.points: list[FeedbackPoint] = []
         self.without_reply = 0

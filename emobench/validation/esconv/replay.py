@@ -35,11 +35,10 @@ from emobench.registry import Case
 from emobench.registry.hashing import sha256_hex
 from emobench.registry.yaml_io import read_yaml
 from emobench.run.runner import _caller
+from emobench.validation.esconv.card import RECORD_FIELDS, record_case
 from emobench.validation.esconv.data import EsconvChat
-from emobench.validation.stand_in import build_case
 
 STAND_IN = Path(__file__).with_name("esconv_seeker.yaml")
-RECORD_FIELDS = ("situation", "emotion_type", "problem_type", "initial_intensity")
 _env = jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
 
 
@@ -86,13 +85,26 @@ def opening(chat: EsconvChat) -> str | None:
 
 @dataclass(frozen=True)
 class SeekerSpec:
-    """The stand-in file: its card, the record templates, the pinned sampling, and its provenance."""
+    """The stand-in file: its card with the record templates in place, the pinned sampling, and its provenance."""
 
     card: dict[str, Any]
-    from_record: dict[str, jinja2.Template]
     sampling: Sampling
     provenance: dict[str, Any]
     path: Path
+
+
+def _with_templates(card: dict[str, Any], templates: dict[str, str], path: Path) -> dict[str, Any]:
+    """The card with each from_record template at its field's path (a deep copy)."""
+    out: dict[str, Any] = json.loads(json.dumps(card))
+    for field, text in templates.items():
+        *parents, leaf = field.split(".")
+        node: Any = out
+        for name in parents:
+            node = node.get(name) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or leaf not in node:
+            raise InputError(path, f"from_record.{field}", "the card has no such field")
+        node[leaf] = text
+    return out
 
 
 def load_spec(path: Path = STAND_IN) -> SeekerSpec:
@@ -103,7 +115,8 @@ def load_spec(path: Path = STAND_IN) -> SeekerSpec:
     if not isinstance(templates, dict) or not all(isinstance(v, str) for v in templates.values()):
         raise InputError(path, "from_record", "must map card fields to template strings")
     try:
-        compiled = {field: _env.from_string(text) for field, text in templates.items()}
+        for text in templates.values():
+            _env.parse(text)  # a syntax error stops here, before any chat is read
         sampling = Sampling.model_validate(data.get("sampling"))
     except jinja2.TemplateSyntaxError as exc:
         raise InputError(path, "from_record", f"template syntax error: {exc.message}") from None
@@ -111,22 +124,13 @@ def load_spec(path: Path = STAND_IN) -> SeekerSpec:
         raise InputError(path, "sampling", str(exc).splitlines()[0]) from None
     provenance = {"file": path.name, "content_hash": sha256_hex(data), "card": data["card"],
                   "from_record": templates, "record_fields": list(RECORD_FIELDS)}
-    return SeekerSpec(data["card"], compiled, sampling, provenance, path)
+    return SeekerSpec(_with_templates(data["card"], templates, path), sampling, provenance, path)
 
 
 def chat_case(spec: SeekerSpec, chat: EsconvChat) -> Case:
-    """The simulator's card for one chat: the stand-in with the record's fields filled in."""
-    values = {name: getattr(chat, name) for name in RECORD_FIELDS}
-    values["initial_intensity"] = "not given" if chat.initial_intensity is None else chat.initial_intensity
-    card = json.loads(json.dumps(spec.card))  # a deep copy
-    for field, template in spec.from_record.items():
-        *parents, leaf = field.split(".")
-        node = card
-        for name in parents:
-            node = node[name]
-        node[leaf] = " ".join(template.render(values).split())
-    card["scenario"]["opening"] = opening(chat) or card["scenario"]["opening"]
-    return build_case(card, spec.path, "esconv")
+    """The simulator's card for one chat: the stand-in with the record's fields filled in and the
+    seeker's own first message as the opening."""
+    return record_case(spec.path, spec.card, chat, case_id=str(spec.card["id"]), opening=opening(chat))
 
 
 class SimTurn(BaseModel):
