@@ -107,13 +107,20 @@ def _split_p(first: list[Any], second: list[Any], stat: Any) -> float:
 
 
 def _chi2_stat(first: list[Any], second: list[Any]) -> float:
-    kinds = sorted(set(first + second))
-    return float(scipy.stats.chi2_contingency([[side.count(k) for k in kinds] for side in (first, second)],
-                                              correction=False).statistic)
+    """Pearson's X² of the sides x kinds table, by hand (uncorrected)."""
+    total, out = len(first) + len(second), 0.0
+    for kind in set(first + second):
+        seen = [first.count(kind), second.count(kind)]
+        for side, count in zip((first, second), seen, strict=True):
+            expected = len(side) * sum(seen) / total
+            out += (count - expected) ** 2 / expected
+    return out
 
 
 def _u_gap(first: list[float], second: list[float]) -> float:
-    return abs(float(scipy.stats.mannwhitneyu(first, second).statistic) - len(first) * len(second) / 2)
+    """|U - n1 n2 / 2|, U counting the first side's wins over the second (a tie half)."""
+    u = sum((a > b) + 0.5 * (a == b) for a in first for b in second)
+    return abs(u - len(first) * len(second) / 2)
 
 
 def test_stops_leave_rate_and_fisher_by_hand() -> None:
@@ -127,6 +134,8 @@ def test_stops_leave_rate_and_fisher_by_hand() -> None:
     # Six stops: chi-square's asymptotic p (0.22) is no p at these counts; the exact one deals the
     # six stops into two sides of 3 in all C(6, 3) = 20 ways: 8 reach the observed statistic.
     assert out["reasons_chi2_p"] == pytest.approx(_split_p(human, simulator, _chi2_stat)) == pytest.approx(0.4)
+    table = [[0, 1, 2], [1, 2, 0]]  # epm_success, max_turns, user_left
+    assert _chi2_stat(human, simulator) == pytest.approx(scipy.stats.chi2_contingency(table, correction=False).statistic)
     assert stops(["max_turns"], ["max_turns"])["reasons_chi2_p"] is None
 
 
@@ -152,12 +161,13 @@ def test_mannwhitney_p_is_exact_with_ties_at_small_n() -> None:
     out = turn_words(human, simulator)
     # Episode means 3, 1, 3 against 1, 2, 2, 1: tied, so scipy's own p is its normal approximation.
     means = ([3.0, 1.0, 3.0], [1.0, 2.0, 2.0, 1.0])
+    assert _u_gap(*means) == abs(scipy.stats.mannwhitneyu(*means).statistic - 6)
     assert out["mannwhitney_p"] == pytest.approx(_split_p(*means, _u_gap), abs=1e-6)
     assert out["mannwhitney_p"] != pytest.approx(scipy.stats.mannwhitneyu(*means).pvalue, abs=1e-3)
 
 
-@settings(max_examples=20, deadline=None)
-@given(st.lists(st.integers(0, 3), min_size=1, max_size=4), st.lists(st.integers(0, 3), min_size=1, max_size=5))
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=5), st.lists(st.integers(0, 3), min_size=1, max_size=6))
 def test_small_sample_p_values_are_exact_probabilities(human: list[int], simulator: list[int]) -> None:
     reasons = ["epm_success", "max_turns", "user_left", "collapse"]
     out = stops([reasons[i] for i in human], [reasons[i] for i in simulator])
