@@ -3,6 +3,7 @@ test-retest, judge-tracker and judge-human maths against hand-computed values, t
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ import scipy.stats
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 from typer.testing import CliRunner
 
 from emobench.cli import app
@@ -22,6 +24,7 @@ from emobench.publish.leaderboard import build_leaderboard
 from emobench.rundir import RunDir
 from emobench.scoring import validity
 from emobench.scoring.validity import human_agreement, judge_tracker, known_groups, retest_agreement
+from emobench.validation.cli import print_report
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 from tests.test_html import chromium  # noqa: F401  (the fixture: skips, or fails under EMOBENCH_REQUIRE_CHROMIUM)
@@ -131,6 +134,30 @@ def test_judge_tracker_pairs_each_judged_turn_with_the_next_valence_change(
     assert out["n_turns"] == 25
     assert out["rho"] == pytest.approx(expected.statistic, abs=1e-4)
     assert out["p"] == pytest.approx(expected.pvalue, abs=1e-4)
+
+
+def test_validate_prints_the_exact_p_of_few_turns(favoured: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It printed rho = 1.000 (p = 0.0000, 4 turns): scipy's t approximation at n = 4."""
+    episodes = RunDir(favoured).read_episodes()
+    picked = [e for e in episodes if e.case_id == "demo4-01" and e.subject in ("subject-a", "scripted:echo")]
+    position = {t.user.message: float(t.index - 1) ** 2 for e in picked for t in e.turns}
+    monkeypatch.setattr(validity, "valence", lambda texts: [position[x] for x in texts])
+    out = judge_tracker(picked)
+    # By hand: the echo's 4 judged turns at -2 with changes 1, 3, 5, 7; the real subject's 3 at +2
+    # with 1, 3, 5. Mid-ranks of the changes: 1.5, 3.5, 5.5, 7 and 1.5, 3.5, 5.5. The judged values
+    # fall in two groups, so a pairing's rho is fixed by the sum of the change ranks the 3 turns at +2
+    # get: the 7! pairings give each of the C(7, 3) = 35 sets alike, and p is the share of sets whose
+    # sum lies as far from its mean as the observed 1.5 + 3.5 + 5.5.
+    change = [1.5, 3.5, 5.5, 7.0, 1.5, 3.5, 5.5]
+    sums = [sum(change[i] for i in pick) for pick in itertools.combinations(range(7), 3)]
+    centre = 3 * sum(change) / 7
+    observed = abs(1.5 + 3.5 + 5.5 - centre)
+    exact = sum(abs(x - centre) >= observed - 1e-9 for x in sums) / len(sums)
+    assert out["n_turns"] == 7 and out["p"] == pytest.approx(exact, abs=1e-4)
+    console = Console(record=True, width=300)
+    print_report({"known_groups": {"verdict": "pass", "summary": "", "comparisons": []},
+                  "test_retest": {"subjects": None, "note": "one run", "n_replicates": 1}, "judge_tracker": out}, console)
+    assert f"(p = {exact:.4f}, 7 turns)" in console.export_text()
 
 
 def test_human_agreement_against_hand_computed_values() -> None:
