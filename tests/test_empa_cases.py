@@ -24,7 +24,8 @@ from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 cli = CliRunner()
 FIXTURE = Path(__file__).parent / "fixtures" / "empa_checkout"
 PUBLISHED = FIXTURE / "results/benchmark_runs/epm-bench/analysis_figures/01_tables/epmq_summary.csv"
-MODELS = ("my-model", "gemini-2.5-pro")
+MODELS = ("my-model", "gemini-2.5-pro", "gpt-4o")
+REFERENCES = ["--reference", "gemini-2.5-pro=Reference Model", "--reference", "gpt-4o=Model Gamma"]
 
 
 def refused(result: Any) -> str:
@@ -136,9 +137,9 @@ def _responder(body: dict[str, Any]) -> str:
     if fmt is None and body.get("model") in MODELS and body["messages"][0]["role"] == "system":
         return f"我听到了。({body['model']}:{int(body.get('seed') or 0) % 3})"
     if fmt == "mdep_verdict":
-        marks = re.findall(r"\((my-model|gemini-2\.5-pro):(\d)\)", body["messages"][-1]["content"])
+        marks = re.findall(r"\((my-model|gemini-2\.5-pro|gpt-4o):(\d)\)", body["messages"][-1]["content"])
         model, digit = marks[-1] if marks else ("", "0")
-        level = (2 if model == "my-model" else 1) + (digit == "0")
+        level = {"my-model": 2, "gemini-2.5-pro": 1}.get(model, 0) + (digit == "0")
         axis = {"progress": min(level, 3), "regression": int(digit == "2"), "evidence": "我听到了", "reason": "回应了感受"}
         return json.dumps(dict.fromkeys("CAP", axis))
     return default_responder(body)
@@ -154,7 +155,8 @@ def test_the_protocol_runs_on_the_imported_split_and_places_the_model(tmp_path: 
         config = tmp_path / "protocol.yaml"
         config.write_text(yaml.safe_dump(json.loads(text)), encoding="utf-8")
         done = cli.invoke(app, ["run", "--config", str(config), "--local-split", str(split), "--out", str(tmp_path / "runs"),
-                                "--run-id", "p", "--max-turns", "12", "--no-progress", "--no-cache"], env={"COLUMNS": "200"})
+                                "--run-id", "p", "--max-turns", "12", "--seeds", "0,1", "--no-progress", "--no-cache"],
+                        env={"COLUMNS": "200"})
     assert done.exit_code == 0, done.output
     run = tmp_path / "runs" / "p"
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
@@ -173,19 +175,28 @@ def test_the_protocol_runs_on_the_imported_split_and_places_the_model(tmp_path: 
     assert late.startswith("以下是你们到目前为止的对话") and late.count("对方：") >= 5 and "对方刚刚说：" in late
 
     scores = pd.read_parquet(run / "scores.parquet")
-    assert len(scores) == 2 * 3 * 3
-    placed = cli.invoke(app, ["external", "empa-place", str(run), "--reference", "gemini-2.5-pro", "--published",
-                              str(PUBLISHED), "--published-name", "Reference Model", "--json", str(tmp_path / "p.json")],
-                        env={"COLUMNS": "200"})
+    assert len(scores) == 3 * 2 * 3  # three subjects, two seeds (k = 2: the fewest placing takes), three cases
+    place = ["external", "empa-place", str(run), *REFERENCES, "--published", str(PUBLISHED), "--json", str(tmp_path / "p.json")]
+    # Three cases of no EMPA release at 12 turns: not the protocol, refused in one line.
+    line = refused(cli.invoke(app, place, env={"COLUMNS": "200"}))
+    assert "config.max_turns: 12, the protocol's is 45 (and 2 more)" in line and "--exploratory" in line
+    placed = cli.invoke(app, [*place, "--exploratory"], env={"COLUMNS": "200"})
     assert placed.exit_code == 0, placed.output
     result = json.loads((tmp_path / "p.json").read_text(encoding="utf-8"))
+    assert result["comparable"] is False and len(result["not_comparable"]) == 3
+    assert placed.stdout.startswith("EXPLORATORY: not EMPA's protocol")
     # Recomputed here from the scores file: run score = mean over cases of one seed.
     runs = scores.groupby(["subject", "seed"])["epmq_empa"].mean()
-    ref, mine = runs["gemini-2.5-pro"], runs["my-model"]
-    assert result["reference"]["offset"] == pytest.approx(ref.mean() - 56.0)
-    assert result["placed"][0]["placed"] == pytest.approx(mine.mean() - ref.mean() + 56.0)
-    assert ref.std() > 0 and mine.mean() > ref.mean()
+    strong, weak, mine = runs["gemini-2.5-pro"], runs["gpt-4o"], runs["my-model"]
+    offsets = [strong.mean() - 56.0, weak.mean() - 18.2]
+    assert [r["offset"] for r in result["references"]] == pytest.approx(offsets)
+    assert result["offset_test"]["difference"] == pytest.approx(offsets[0] - offsets[1])
+    if result["method"] == "offset":
+        assert result["placed"][0]["placed"] == pytest.approx(mine.mean() - sum(offsets) / 2)
+    else:
+        lam = (mine.mean() - weak.mean()) / (strong.mean() - weak.mean())
+        assert result["placed"][0]["placed"] == pytest.approx(18.2 + lam * (56.0 - 18.2))
     lo, hi = result["placed"][0]["placed_ci"]
     assert lo < result["placed"][0]["placed"] < hi
     assert "EMPA leaderboard placement" in placed.stdout and "my-model" in placed.stdout
-    assert "so they are wide" in placed.stderr
+    assert "so they are wide" in placed.stderr and "Conditional on EMPA's 30 official cases" in placed.stderr

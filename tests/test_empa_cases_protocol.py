@@ -6,17 +6,19 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
 from emobench.config import validate_config
 from emobench.episode.stepper import subject_conversation, subject_messages
 from emobench.errors import InputError
-from emobench.external.placement import place
+from emobench.external.placement import Runs, place, placement, resolve_reference
 from emobench.prompts import load_language_template, load_template
 from emobench.run.runner import ROOT, load_prompts
 
@@ -24,6 +26,9 @@ CASES = ("c1", "c2", "c3")
 score = st.floats(min_value=0, max_value=120, allow_nan=False)
 Scores = tuple[float, float, float]
 runs = st.lists(st.tuples(score, score, score), min_size=2, max_size=6)
+# Runs that vary little about a centre, so that two references' offsets can differ for sure.
+tight = st.builds(lambda centre, jitter: [(centre + j, centre, centre - j) for j in jitter] + [(centre + 1, centre, centre)],
+                  st.floats(0, 110), st.lists(st.floats(0, 2), min_size=1, max_size=5))
 
 
 def _run(folder: Path, per_subject: dict[str, list[tuple[float, float, float]]], version: str = "v1") -> Path:
@@ -41,13 +46,28 @@ def _published(folder: Path, reference: float) -> Path:
     return path
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def _place(per_subject: dict[str, list[Scores]], references: list[str], published: dict[str, float]) -> dict[str, Any]:
+    """The placement's arithmetic on run scores (a run score: the mean over its cases), without files."""
+    runs = {s: Runs(s, [sum(x) / len(x) for x in seeds]) for s, seeds in per_subject.items()}
+    refs = [resolve_reference(spec, runs, published, Path("runs"), Path("published.csv")) for spec in references]
+    return placement(runs, refs, published, Path("runs"))
+
+
+def _t(dof: int) -> float:
+    return float(stats.t.ppf(0.975, dof))
+
+
+def _ranks(placed: float, se: float, dof: int, published: list[float], noise: float) -> list[int]:
+    """Best and worst rank, by brute force: the published models surely above, and not surely below."""
+    half = _t(dof) * np.hypot(se, noise)
+    diff = placed - np.asarray(published)
+    return [1 + int(np.sum(diff + half < 0)), 1 + int(np.sum(diff - half <= 0))]
+
+
+@settings(max_examples=60, deadline=None)
 @given(ref=runs, mine=runs, published=score)
-def test_placement_is_the_shifted_mean_with_a_t_interval(
-    tmp_path_factory: pytest.TempPathFactory, ref: list[Scores], mine: list[Scores], published: float
-) -> None:
-    folder = tmp_path_factory.mktemp("p")
-    result = place([_run(folder / "run", {"ref": ref, "mine": mine})], "ref", _published(folder, published), "Ref")
+def test_placement_is_the_shifted_mean_with_a_t_interval(ref: list[Scores], mine: list[Scores], published: float) -> None:
+    result = _place({"ref": ref, "mine": mine}, ["ref=Ref"], {"Ref": published, "High": 110.5, "Low": 3.25})
     r = [sum(x) / 3 for x in ref]
     u = [sum(x) / 3 for x in mine]
     s_r, s_u = pd.Series(r).std(), pd.Series(u).std()
@@ -55,24 +75,78 @@ def test_placement_is_the_shifted_mean_with_a_t_interval(
     assert result["reference"]["offset"] == pytest.approx(offset, abs=1e-9)
     row = result["placed"][0]
     assert row["placed"] == pytest.approx(sum(u) / len(u) - offset, abs=1e-9)
-    t = stats.t.ppf(0.975, min(len(r), len(u)) - 1)
-    half = t * math.sqrt(s_u**2 / len(u) + s_r**2 * (1 + 1 / len(r)))
+    dof = min(len(r), len(u)) - 1
+    se = math.sqrt(s_u**2 / len(u) + s_r**2 * (1 + 1 / len(r)))
     lo, hi = row["placed_ci"]
-    assert lo == pytest.approx(row["placed"] - half, abs=1e-9) and hi == pytest.approx(row["placed"] + half, abs=1e-9)
+    assert [lo, hi] == pytest.approx([row["placed"] - _t(dof) * se, row["placed"] + _t(dof) * se], abs=1e-9)
+    # The published models' own run-to-run spread (the reference's s) widens the rank range, never narrows it.
+    table = [published, 110.5, 3.25]
+    assert row["rank_range"] == _ranks(row["placed"], se, dof, table, s_r)
+    assert row["rank_range_if_published_exact"] == _ranks(row["placed"], se, dof, table, 0.0)
     best, worst = row["rank_range"]
-    assert best <= row["rank"] <= worst and set(row["within_interval"]) <= {"Ref", "High", "Low"}
+    exact_best, exact_worst = row["rank_range_if_published_exact"]
+    assert best <= exact_best <= row["rank"] <= exact_worst <= worst
+    assert result["method"] == "offset"
+
+
+@settings(max_examples=100, deadline=None)
+@given(strong=runs | tight, weak=runs | tight, mine=runs | tight, p_strong=st.floats(60, 120), p_weak=st.floats(0, 40))
+def test_two_references_test_the_offset_and_place_by_it_or_by_the_line_through_them(
+    strong: list[Scores], weak: list[Scores], mine: list[Scores], p_strong: float, p_weak: float,
+) -> None:
+    subjects = {"s": strong, "w": weak, "mine": mine}
+    table = {"Ref": p_strong, "High": 110.5, "Low": 3.25, "Weak": p_weak}
+    m = {name: np.array([sum(x) / 3 for x in xs]) for name, xs in (("s", strong), ("w", weak), ("u", mine))}
+    mean = {k: float(v.mean()) for k, v in m.items()}
+    sd = {k: float(v.std(ddof=1)) for k, v in m.items()}
+    k = {key: len(v) for key, v in m.items()}
+    o_s, o_w = mean["s"] - p_strong, mean["w"] - p_weak
+    se_s, se_w = sd["s"] * math.sqrt(1 + 1 / k["s"]), sd["w"] * math.sqrt(1 + 1 / k["w"])
+    d, se_d, dof_d = o_s - o_w, math.hypot(se_s, se_w), min(k["s"], k["w"]) - 1
+    differ = abs(d) > _t(dof_d) * se_d
+    separated = abs(mean["s"] - mean["w"]) > _t(dof_d) * math.hypot(sd["s"] / math.sqrt(k["s"]), sd["w"] / math.sqrt(k["w"]))
+    if differ and not separated:
+        with pytest.raises(InputError, match="not separated in these runs"):
+            _place(subjects, ["s=Ref", "w=Weak"], table)
+        return
+    result = _place(subjects, ["s=Ref", "w=Weak"], table)
+    test = result["offset_test"]
+    assert test["difference"] == pytest.approx(d, abs=1e-9)
+    assert test["difference_ci"] == pytest.approx([d - _t(dof_d) * se_d, d + _t(dof_d) * se_d], abs=1e-9)
+    row = result["placed"][0]
+    if not differ:
+        assert result["method"] == "offset"
+        placed = mean["u"] - (o_s + o_w) / 2
+        se = math.sqrt(sd["u"] ** 2 / k["u"] + (se_s**2 + se_w**2) / 4)
+        dof = min(k.values()) - 1
+    else:
+        assert result["method"] == "line"
+        # The line through (m_w, P_w) and (m_s, P_s); its variance by the delta method, gradient
+        # over (m_u, m_s, m_w, P_s, P_w) with the published runs' spread taken as each reference's s.
+        def f(x: np.ndarray) -> float:
+            return float(x[4] + (x[0] - x[2]) * (x[3] - x[4]) / (x[1] - x[2]))
+        x = np.array([mean["u"], mean["s"], mean["w"], p_strong, p_weak])
+        h = 1e-6 * max(1.0, float(np.abs(x).max()))
+        grad = np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(5)])
+        var = np.array([sd["u"] ** 2 / k["u"], sd["s"] ** 2 / k["s"], sd["w"] ** 2 / k["w"], sd["s"] ** 2, sd["w"] ** 2])
+        placed, se, dof = f(x), math.sqrt(float(grad**2 @ var)), min(k.values()) - 1
+    assert row["placed"] == pytest.approx(placed, rel=1e-6, abs=1e-6)
+    assert row["placed_se"] == pytest.approx(se, rel=1e-3, abs=1e-5)
+    noise = math.sqrt((sd["s"] ** 2 + sd["w"] ** 2) / 2)
+    assert result["published_run_sd"] == pytest.approx(noise, abs=1e-9)
+    assert row["rank_range"] == _ranks(row["placed"], row["placed_se"], dof, [p_strong, 110.5, 3.25, p_weak], noise)
 
 
 def test_runs_of_different_cards_or_one_run_are_refused(tmp_path: Path) -> None:
     published = _published(tmp_path, 50.0)
     one = _run(tmp_path / "a", {"ref": [(1, 2, 3)], "mine": [(1, 2, 3)]})
     with pytest.raises(InputError, match="needs at least 2"):
-        place([one], "ref", published, "Ref")
+        place([one], ["ref=Ref"], published, exploratory=True)
     other = _run(tmp_path / "b", {"ref": [(1, 2, 3), (2, 3, 4)]}, version="v2")
     with pytest.raises(InputError, match="registry_version"):
-        place([one, other], "ref", published, "Ref")
+        place([one, other], ["ref=Ref"], published, exploratory=True)
     with pytest.raises(InputError, match="no model 'Nobody'"):
-        place([one], "ref", published, "Nobody")
+        place([one], ["ref=Nobody"], published, exploratory=True)
 
 
 def test_flat_history_sends_one_user_message_and_the_probe_sees_the_last_exchange() -> None:
@@ -110,6 +184,6 @@ def test_the_published_scores_may_come_from_an_external_bundle(tmp_path: Path) -
     pd.DataFrame({"slice_family": ["overall", "overall", "category"], "subject": ["ref", "other", "ref"],
                   "epmq_empa_published": [40.0, 70.0, 99.0]}).to_parquet(bundle / "leaderboard.parquet")
     run = _run(tmp_path / "run", {"ref": [(40, 50, 60), (50, 50, 50)], "mine": [(60, 60, 60), (70, 70, 70)]})
-    result = place([run], "ref", bundle)
+    result = place([run], ["ref"], bundle, exploratory=True)
     assert result["published"] == {"other": 70.0, "ref": 40.0}
     assert result["reference"]["offset"] == pytest.approx(10.0) and result["placed"][0]["placed"] == pytest.approx(55.0)

@@ -48,29 +48,36 @@ def empa(
 @app.command("empa-place")
 def empa_place(
     run_dirs: Annotated[list[Path], typer.Argument(help="Finished run directories on the imported EMPA split (one or more).")],
-    reference: Annotated[str, typer.Option(help="The reference model's subject label in the runs.")],
+    reference: Annotated[list[str], typer.Option(
+        help="A reference model: its subject label in the runs, or LABEL=NAME with its name on the leaderboard "
+        "(e.g. \"gemini-2.5-pro=Gemini 2.5 Pro\"). Give both of the protocol's (one strong, one weak)."
+    )],
     published: Annotated[Path, typer.Option(
         help="EMPA's leaderboard: results/benchmark_runs/epm-bench/analysis_figures/01_tables/epmq_summary.csv of your "
         "checkout, or a bundle folder of `emobench external empa` (models by EMPA's folder names)."
     )],
-    published_name: Annotated[
-        str | None, typer.Option(help="The reference's name on that leaderboard (default: its label).")
-    ] = None,
+    exploratory: Annotated[bool, typer.Option(
+        "--exploratory", help="Place runs that leave EMPA's protocol anyway, marked not comparable."
+    )] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the placement as JSON here.")] = None,
 ) -> None:
-    """Place each model of the runs on EMPA's published leaderboard, shifted by the reference's offset."""
+    """Place each model of the runs on EMPA's published leaderboard through the protocol's two references."""
     with one_line_errors():
         import json
 
         from emobench.external.placement import place
         from emobench.external.placement_table import placement_table
 
-        result = place(run_dirs, reference, published, published_name)
+        result = place(run_dirs, reference, published, exploratory=exploratory)
         if json_out is not None:
             json_out.write_text(json.dumps(result, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        if not result["comparable"]:
+            Console().print("EXPLORATORY: not EMPA's protocol, not comparable with its leaderboard: "
+                            + "; ".join(result["not_comparable"]), markup=False, soft_wrap=True)
         Console().print(placement_table(result))
         for row in result["placed"]:
             within = ", ".join(row["within_interval"]) or "none"
-            Console().print(f"{row['subject']}: published models within its interval: {within}", markup=False, soft_wrap=True)
+            Console().print(f"{row['subject']}: published models not separated from it (run noise on both sides): {within}",
+                          markup=False, soft_wrap=True)
         for note in result["notes"]:
             Console(stderr=True).print(f"note: {note}", markup=False, soft_wrap=True)

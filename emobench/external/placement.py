@@ -1,19 +1,13 @@
-"""Placing a model on EMPA's published leaderboard through a reference model played beside it.
+"""Placing a model on EMPA's published leaderboard through references played beside it.
 
 EMPA generated each published episode once, unseeded, with its own prompts; a new run on its
-cases cannot reproduce a published score. So the comparison is relative: the run plays one
-published reference model k times beside the user's model on the same cases (configs/
-empa-protocol.yaml), and
-
-- the reference's offset is (mean of its k run scores) - (its published score);
-- the user's model is placed at (its mean of k run scores) - offset.
-
-A run score is the mean over the cases of one seed's episodes. The published score is one
-run, so its own run-to-run spread counts as well as that of our k runs: with s the standard
-deviation of the reference's k run scores, the offset's standard error is s·sqrt(1 + 1/k),
-and the placed score's adds the user's model's s_u²/k_u. The 95% intervals use Student's t with
-min(k, k_u) - 1 degrees of freedom: at k = 3, t = 4.30, so the intervals are wide. The method
-assumes the protocol moves both models by the same amount; nothing here tests that.
+cases cannot reproduce a published score. So the comparison is relative: the protocol
+(configs/empa-protocol.yaml) plays two published models, one strong and one weak on EMPA's
+table, k times each beside the user's model on EMPA's 30 official cases, and each reference's
+offset (our mean minus its published score) carries the user's model onto EMPA's scale. The two
+offsets test whether the protocol moves strong and weak models alike; the arithmetic is in
+placement_math, the comparability checks in protocol. A run score is the mean over the cases of
+one seed's episodes.
 """
 
 from __future__ import annotations
@@ -25,12 +19,22 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from scipy import stats
 
 from emobench.errors import InputError
+from emobench.external.placement_math import (
+    CI,
+    Side,
+    by_line,
+    by_offset,
+    interval,
+    offset,
+    offset_difference,
+    rank_range,
+    t_quantile,
+)
+from emobench.external.protocol import load_protocol, manifest_problems, run_problems
 from emobench.rundir import RunDir
 
-CI = 0.95
 METRIC = "epmq_empa"  # EPM-Q under EMPA's own definitions: what its leaderboard reports
 NAME_COLUMN, SCORE_COLUMN = "Model", "EPM-Q Score"
 
@@ -85,8 +89,8 @@ def _bundle_published(path: Path) -> dict[str, float]:
     return {str(s): float(v) for s, v in zip(overall["subject"], overall["epmq_empa_published"], strict=True)}
 
 
-def run_scores(run_dirs: list[Path]) -> tuple[dict[str, Runs], int, str]:
-    """Per subject, its run scores (one per seed), from finished runs on one split version."""
+def run_scores(run_dirs: list[Path]) -> tuple[dict[str, Runs], set[str], str]:
+    """Per subject, its run scores (one per seed), from finished runs on one split version; the cases played."""
     frames, versions = [], set()
     for path in run_dirs:
         rd = RunDir(path)
@@ -111,60 +115,121 @@ def run_scores(run_dirs: list[Path]) -> tuple[dict[str, Runs], int, str]:
                 raise InputError(run_dirs[0], "episodes", f"{subject} seed {seed} has no episode on {', '.join(missing[:3])}")
         per_seed = rows.groupby("seed")[METRIC].mean()
         runs[str(subject)] = Runs(str(subject), [float(x) for x in per_seed])
-    return runs, len(cases), str(split)
+    return runs, {str(c) for c in cases}, str(split)
 
 
-def _interval(centre: float, se: float, dof: int) -> list[float]:
-    half = float(stats.t.ppf(0.5 + CI / 2, dof)) * se
-    return [centre - half, centre + half]
-
-
-def place(run_dirs: list[Path], reference: str, published_file: Path, published_name: str | None = None) -> dict[str, Any]:
-    """The reference's offset and every other subject placed on the published leaderboard."""
-    published = read_published(published_file)
-    name = published_name or reference
+def resolve_reference(spec: str, runs: dict[str, Runs], published: dict[str, float], where: Path,
+                      file: Path) -> dict[str, Any]:
+    """A reference "label" or "label=name on the leaderboard": its runs, published score and offset."""
+    label, _, name = spec.partition("=")
+    label, name = label.strip(), (name.strip() or label.strip())
     if name not in published:
-        raise InputError(published_file, NAME_COLUMN, f"no model {name!r} (known: {', '.join(published)})")
-    runs, n_cases, split = run_scores(run_dirs)
-    if reference not in runs:
-        raise InputError(run_dirs[0], "subject", f"no reference subject {reference!r} (found: {', '.join(runs)})")
-    ref = runs[reference]
-    if ref.k < 2:
-        raise InputError(run_dirs[0], "seeds", f"{reference} has {ref.k} run; the offset needs at least 2 (3 by default)")
-    offset = ref.mean - published[name]
-    offset_se = ref.sd * math.sqrt(1 + 1 / ref.k)
+        raise InputError(file, NAME_COLUMN, f"no model {name!r} (known: {', '.join(published)})")
+    if label not in runs:
+        raise InputError(where, "subject", f"no reference subject {label!r} (found: {', '.join(runs)})")
+    own = runs[label]
+    if own.k < 2:
+        raise InputError(where, "seeds", f"{label} has {own.k} run; the offset needs at least 2 (3 by default)")
+    side = Side.of(own.scores)
+    o = offset(side, published[name])
+    return {"subject": label, "published_name": name, "published": published[name], "runs": own.scores, "k": own.k,
+            "mean": side.mean, "sd": side.sd, "offset": o.value, "offset_se": o.se,
+            "offset_ci": list(interval(o.value, o.se, o.dof)), "t": t_quantile(o.dof), "_side": side, "_offset": o}
+
+
+def _method(refs: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the model is carried onto EMPA's scale: one offset, the mean offset, or the line."""
+    if len(refs) == 1:
+        return {"method": "offset", "why": "one reference: the offset is assumed to be the same for every model, "
+                "not tested (the protocol plays two references to test it)"}
+    strong, weak = sorted(refs, key=lambda r: -r["published"])
+    d = offset_difference(strong["_offset"], weak["_offset"])
+    lo, hi = interval(d.value, d.se, d.dof)
+    test = {"strong": strong["subject"], "weak": weak["subject"], "difference": d.value, "difference_se": d.se,
+            "difference_ci": [lo, hi], "dof": d.dof}
+    if lo <= 0 <= hi:
+        why = (f"the offsets agree: their difference {d.value:+.1f} [{lo:.1f}, {hi:.1f}] holds 0, so the model is "
+               "placed by their mean (agreement at this k is weak evidence: the interval is wide)")
+        return {"method": "offset", "why": why, "offset_test": test}
+    gap_lo, gap_hi = interval(strong["mean"] - weak["mean"], math.hypot(strong["sd"] / math.sqrt(strong["k"]),
+                                                                        weak["sd"] / math.sqrt(weak["k"])), d.dof)
+    if gap_lo <= 0 <= gap_hi:  # the line's slope would be noise, or infinite
+        raise InputError(Path("--reference"), "", f"the offsets differ, but {strong['subject']} and {weak['subject']} are "
+                         f"not separated in these runs (difference [{gap_lo:.1f}, {gap_hi:.1f}]): no line through them "
+                         "places a model")
+    why = (f"the offsets differ: their difference {d.value:+.1f} [{lo:.1f}, {hi:.1f}] excludes 0, so the protocol "
+           "moves strong and weak models differently and the model is placed by the line through both references")
+    return {"method": "line", "why": why, "offset_test": test, "_pair": (strong, weak)}
+
+
+def place(run_dirs: list[Path], references: list[str], published_file: Path, *, exploratory: bool = False,
+          root: Path | None = None) -> dict[str, Any]:
+    """Every subject other than the references placed on the published leaderboard. `references`:
+    "label" or "label=name on the leaderboard". Runs outside the protocol are refused unless
+    `exploratory`, and then marked not comparable."""
+    published = read_published(published_file)
+    runs, cases, split = run_scores(run_dirs)
+    refs = [resolve_reference(spec, runs, published, run_dirs[0], published_file) for spec in references]
+    if not 1 <= len(refs) <= 2 or len({r["subject"] for r in refs}) != len(refs):
+        raise InputError(Path("--reference"), "", "give one or two different references (the protocol's two)")
+    protocol = load_protocol(root)
+    problems = [p for path in run_dirs
+                for p in manifest_problems(RunDir(path).read_manifest(), str(RunDir(path).manifest), protocol)]
+    problems += run_problems(cases, [r["subject"] for r in refs], protocol, str(run_dirs[0]))
+    if problems and not exploratory:
+        where, field, what = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InputError(Path(where), field, f"{what}{more}; not EMPA's protocol, so not comparable with its "
+                         "leaderboard (--exploratory places it anyway, marked not comparable)")
+    return {"split": split, "n_cases": len(cases), **placement(runs, refs, published, run_dirs[0]),
+            "comparable": not problems, "not_comparable": [f"{w}: {f}: {m}" if f else f"{w}: {m}" for w, f, m in problems]}
+
+
+def placement(runs: dict[str, Runs], refs: list[dict[str, Any]], published: dict[str, float], where: Path) -> dict[str, Any]:
+    """The arithmetic of `place`, on run scores already read and references already resolved."""
+    method = _method(refs)
+    published_sd = math.sqrt(sum(r["sd"] ** 2 for r in refs) / len(refs))
+    scores = list(published.values())
     placed = []
     for subject, own in sorted(runs.items()):
-        if subject == reference:
+        if subject in {r["subject"] for r in refs}:
             continue
         if own.k < 2:
-            raise InputError(run_dirs[0], "seeds", f"{subject} has {own.k} run; placing it needs at least 2")
-        dof = min(own.k, ref.k) - 1
-        score = own.mean - offset
-        lo, hi = _interval(score, math.sqrt(own.sd**2 / own.k + offset_se**2), dof)
+            raise InputError(where, "seeds", f"{subject} has {own.k} run; placing it needs at least 2")
+        side = Side.of(own.scores)
+        if method["method"] == "line":
+            strong, weak = method["_pair"]
+            p = by_line(side, strong["_side"], strong["published"], weak["_side"], weak["published"])
+        else:
+            p = by_offset(side, [r["_offset"] for r in refs])
+        lo, hi = interval(p.score, p.se, p.dof)
+        best, worst = rank_range(p, scores, published_sd)
         placed.append({
-            "subject": subject, "runs": own.scores, "k": own.k, "mean": own.mean, "sd": own.sd,
-            "placed": score, "placed_ci": [lo, hi], "dof": dof,
-            "rank": 1 + sum(v > score for v in published.values()),
-            "rank_range": [1 + sum(v > hi for v in published.values()), 1 + sum(v > lo for v in published.values())],
-            "within_interval": sorted((m for m, v in published.items() if lo <= v <= hi), key=lambda m: -published[m]),
+            "subject": subject, "runs": own.scores, "k": own.k, "mean": side.mean, "sd": side.sd,
+            "placed": p.score, "placed_se": p.se, "placed_ci": [lo, hi], "dof": p.dof,
+            "rank": 1 + sum(v > p.score for v in scores),
+            "rank_range": [best, worst],
+            "rank_range_if_published_exact": list(rank_range(p, scores, 0.0)),
+            "within_interval": sorted((m for m, v in published.items()
+                                       if abs(p.score - v) <= t_quantile(p.dof) * math.hypot(p.se, published_sd)),
+                                      key=lambda m: -published[m]),
         })
+    clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in refs]
+    t_ref = t_quantile(min(r["k"] for r in refs) - 1)
     return {
-        "metric": METRIC,
-        "split": split,
-        "n_cases": n_cases,
-        "ci": CI,
-        "reference": {
-            "subject": reference, "published_name": name, "published": published[name], "runs": ref.scores,
-            "k": ref.k, "mean": ref.mean, "sd": ref.sd, "offset": offset,
-            "offset_ci": _interval(offset, offset_se, ref.k - 1), "t": float(stats.t.ppf(0.5 + CI / 2, ref.k - 1)),
-        },
+        "metric": METRIC, "ci": CI,
+        "reference": clean[0], "references": clean,
+        **{k: v for k, v in method.items() if not k.startswith("_")},
+        "published_run_sd": published_sd,
         "placed": placed,
         "published": dict(sorted(published.items(), key=lambda kv: -kv[1])),
         "notes": [
-            f"{ref.k} runs of the reference: the 95% intervals use t = {stats.t.ppf(0.5 + CI / 2, ref.k - 1):.2f} "
-            f"({ref.k - 1} degrees of freedom), so they are wide; more runs (--seeds) narrow them.",
-            "The published score is one unseeded run under EMPA's own prompts; its run-to-run spread is taken to be "
-            "the reference's, and the offset is assumed to be the same for every model (not tested).",
+            f"{min(r['k'] for r in refs)} runs of the references: the 95% intervals use t = {t_ref:.2f}, so they are wide; "
+            "more runs (--seeds) narrow them.",
+            "Conditional on EMPA's 30 official cases: the published scores and ours are means over the same cases, so "
+            "the placement has no case-sampling term; it says where the model stands on these cases, not on others.",
+            f"Each published score is one unseeded run: its run-to-run spread is taken as the references' "
+            f"(s = {published_sd:.1f}) and carried into the rank range and the models within the interval.",
+            method["why"],
         ],
     }
