@@ -30,6 +30,7 @@ from emobench.registry.loader import (
     load_scenario,
     split_language,
 )
+from emobench.registry.meaning_rules import skipped
 from emobench.registry.models import (
     AXES,
     CATEGORIES,
@@ -186,6 +187,8 @@ def validate(
     problems = check_library(reg)
     for problem in problems:
         typer.echo(f"error: {problem}", err=True)
+    if note := skipped(reg):
+        typer.echo(f"note: {note}", err=True)
     if problems:
         raise typer.Exit(2)
     typer.echo(f"ok: edition {reg.info.edition}, {len(reg.personas)} personas, {len(reg.scenarios)} scenarios, "

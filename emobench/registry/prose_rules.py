@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from emobench.errors import InputError
 from emobench.registry.loader import Registry, display_path
+from emobench.registry.meaning_rules import check_meaning
 from emobench.registry.models import Case, CastMember, Persona, Relative, Scenario
 from emobench.registry.prose import (
     WHEN,
@@ -126,6 +127,7 @@ def each_field_once(
 def check_prose(reg: Registry) -> Iterator[InputError]:
     yield from each_field_once(reg, people_of, _field_problems, _generations)
     yield from _pronouns(reg)
+    yield from check_meaning(reg)
 
 
 def _field_problems(reg: Registry, persona: Persona, people: list[Person], field: Field,

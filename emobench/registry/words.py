@@ -120,7 +120,7 @@ def lemma(word: str) -> str:
     for suffix in ("ing", "ed"):
         if w.endswith(suffix) and len(w) > len(suffix) + 2:
             w = w[: -len(suffix)]
-            if len(w) > 2 and w[-1] == w[-2] and w[-1] not in "lsz":
+            if len(w) > 2 and w[-1] == w[-2] and w[-1] not in "lszaeiou":  # seeing -> see
                 w = w[:-1]  # admitted -> admit, stopping -> stop
             return w
     if w.endswith("s") and not w.endswith("ss") and len(w) > 3:

@@ -13,6 +13,7 @@ from functools import cache
 
 from emobench.errors import InputError
 from emobench.registry.loader import Registry, display_path
+from emobench.registry.meaning_rules import check_meaning
 from emobench.registry.models import Persona, Scenario
 from emobench.registry.prose_rules import Field, each_field_once
 from emobench.registry.zh_words import NUM, PROSE_WORDS_ZH, data, parse_number, relation_group, strings, tagged
@@ -87,6 +88,7 @@ def _first(key: str, text: str, **fill: str) -> re.Match[str] | None:
 
 def check_zh_prose(reg: Registry) -> Iterator[InputError]:
     yield from each_field_once(reg, people_of, _problems, _generations)
+    yield from check_meaning(reg)
 
 
 def _problems(reg: Registry, persona: Persona, people: list[Person], field: Field,

