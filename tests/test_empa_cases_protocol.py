@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -98,13 +99,15 @@ def test_two_references_test_the_offset_and_place_by_it_or_by_the_line_through_t
     table = {"Ref": p_strong, "High": 110.5, "Low": 3.25, "Weak": p_weak}
     m = {name: np.array([sum(x) / 3 for x in xs]) for name, xs in (("s", strong), ("w", weak), ("u", mine))}
     mean = {k: float(v.mean()) for k, v in m.items()}
-    sd = {k: float(v.std(ddof=1)) for k, v in m.items()}
+    sd = {key: statistics.stdev(v.tolist()) for key, v in m.items()}
     k = {key: len(v) for key, v in m.items()}
     o_s, o_w = mean["s"] - p_strong, mean["w"] - p_weak
     se_s, se_w = sd["s"] * math.sqrt(1 + 1 / k["s"]), sd["w"] * math.sqrt(1 + 1 / k["w"])
     d, se_d, dof_d = o_s - o_w, math.hypot(se_s, se_w), min(k["s"], k["w"]) - 1
     differ = abs(d) > _t(dof_d) * se_d
-    separated = abs(mean["s"] - mean["w"]) > _t(dof_d) * math.hypot(sd["s"] / math.sqrt(k["s"]), sd["w"] / math.sqrt(k["w"]))
+    gap = mean["s"] - mean["w"]
+    separated = (abs(gap) > _t(dof_d) * math.hypot(sd["s"] / math.sqrt(k["s"]), sd["w"] / math.sqrt(k["w"]))
+                 and abs(gap) > 1e-9 * max(1.0, abs(mean["s"]), abs(mean["w"])))
     if differ and not separated:
         with pytest.raises(InputError, match="not separated in these runs"):
             _place(subjects, ["s=Ref", "w=Weak"], table)

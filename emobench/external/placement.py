@@ -30,6 +30,8 @@ from emobench.external.placement_math import (
     offset,
     offset_difference,
     rank_range,
+    sd,
+    separated,
     t_quantile,
 )
 from emobench.external.protocol import load_protocol, manifest_problems, run_problems
@@ -54,7 +56,7 @@ class Runs:
 
     @property
     def sd(self) -> float:
-        return float(pd.Series(self.scores).std(ddof=1))
+        return sd(self.scores)
 
 
 def read_published(path: Path) -> dict[str, float]:
@@ -151,9 +153,8 @@ def _method(refs: list[dict[str, Any]]) -> dict[str, Any]:
         why = (f"the offsets agree: their difference {d.value:+.1f} [{lo:.1f}, {hi:.1f}] holds 0, so the model is "
                "placed by their mean (agreement at this k is weak evidence: the interval is wide)")
         return {"method": "offset", "why": why, "offset_test": test}
-    gap_lo, gap_hi = interval(strong["mean"] - weak["mean"], math.hypot(strong["sd"] / math.sqrt(strong["k"]),
-                                                                        weak["sd"] / math.sqrt(weak["k"])), d.dof)
-    if gap_lo <= 0 <= gap_hi:  # the line's slope would be noise, or infinite
+    apart, (gap_lo, gap_hi) = separated(strong["_side"], weak["_side"], d.dof)
+    if not apart:  # the line's slope would be noise, or infinite
         raise InputError(Path("--reference"), "", f"the offsets differ, but {strong['subject']} and {weak['subject']} are "
                          f"not separated in these runs (difference [{gap_lo:.1f}, {gap_hi:.1f}]): no line through them "
                          "places a model")

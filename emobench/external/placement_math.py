@@ -11,6 +11,8 @@ published score P:
   assumption: when its interval holds 0 the model is placed by the mean offset; otherwise by the
   line through both references, p = P2 + λ·(P1 - P2), λ = (m_u - m2)/(m1 - m2), with the delta
   method's variance b²(s_u²/k_u + λ²s1²/k1 + (1-λ)²s2²/k2) + λ²s1² + (1-λ)²s2², b = (P1-P2)/(m1-m2);
+- the line needs the references apart in our runs: their difference's interval must exclude 0,
+  and the difference must exceed 1e-9 of the scores (else the slope is noise or rounding);
 - a published model j ranks above the placed model p for sure only when p - P_j's interval, with
   standard error sqrt(se_p² + s²), lies below 0; the rank range counts those, and those not surely
   below.
@@ -21,6 +23,7 @@ Intervals are 95%, Student's t with min(k) - 1 degrees of freedom over the runs 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from scipy import stats
@@ -38,8 +41,7 @@ def interval(centre: float, se: float, dof: int) -> tuple[float, float]:
 
 
 def sd(xs: list[float]) -> float:
-    mean = sum(xs) / len(xs)
-    return math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+    return statistics.stdev(xs)  # exact arithmetic: no squares of tiny differences lost to underflow
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,13 @@ def by_line(model: Side, strong: Side, p_strong: float, weak: Side, p_weak: floa
     ours = model.sd**2 / model.k + lam**2 * strong.sd**2 / strong.k + (1 - lam) ** 2 * weak.sd**2 / weak.k
     theirs = lam**2 * strong.sd**2 + (1 - lam) ** 2 * weak.sd**2
     return Placed(p_weak + lam * (p_strong - p_weak), math.sqrt(b**2 * ours + theirs), min(model.k, strong.k, weak.k) - 1)
+
+
+def separated(strong: Side, weak: Side, dof: int) -> tuple[bool, tuple[float, float]]:
+    """Whether the references' means are apart, and their difference's interval."""
+    gap = strong.mean - weak.mean
+    lo, hi = interval(gap, math.hypot(strong.sd / math.sqrt(strong.k), weak.sd / math.sqrt(weak.k)), dof)
+    return not lo <= 0 <= hi and abs(gap) > 1e-9 * max(1.0, abs(strong.mean), abs(weak.mean)), (lo, hi)
 
 
 def offset_difference(first: Offset, second: Offset) -> Offset:
