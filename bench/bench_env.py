@@ -61,7 +61,8 @@ def main() -> None:
     print(load_line())
     with fake_server() as server, tempfile.TemporaryDirectory() as tmp:
         def config(**extra: object) -> object:
-            settings = {"seeds": list(range(seeds)), "limit_cases": cases, **extra}
+            # dev, not test: an environment refuses the held-out split (emobench/env/held_out.py)
+            settings = {"seeds": list(range(seeds)), "limit_cases": cases, "split": "dev", **extra}
             base = bench_config(
                 server.base_url, max_concurrency=args.concurrency, max_turns=args.turns, min_turns=args.turns,
                 concurrency=args.in_flight, probe=False, **settings,

@@ -72,6 +72,7 @@ class FaultClass:
     plant: Callable[[Path, Plant], None]
     batch: bool = False  # variants report at distinct fields, so one copy holds them all
     check: Callable[[Path], list[InputError]] = problems_of
+    floor: float = TARGET  # the rate tests/test_library_attack_kit.py asserts: what the checks achieve
 
 
 def caught(root: Path, plant: Plant, problems: Sequence[InputError]) -> bool:

@@ -81,7 +81,7 @@ FAULTS: list[tuple[str, Callable[[Path], None], str, str, str]] = [
     ("a demo case with other levels than its dev case",
      replace(DEMO, "P1: 2, P2: 2, P3: 2", "P1: 2, P2: 1, P3: 2"),
      DEMO, "cases[0].iedr", "differs from dev4-01's levels: the demo replays a dev case as it is"),
-    ("the training config on the test split", train_config, "configs/train.yaml", "line 2",
+    ("the training config on the test split", train_config, "configs/train.yaml", "split",
      "trains on the held-out test split"),
     ("a test relative's name in a dev persona",
      replace(SEFA, "    - {name: Abel,", "    - {name: Tobin, relation: son, status: alive}\n    - {name: Abel,"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from emobench.env.held_out import refuse_test_case
 from emobench.env.rewards import RewardConfig, as_info, combine, terminal_components, turn_components
 from emobench.episode.roles import EpisodePrompts, Limits, Provenance, WorldRoles
 from emobench.episode.stepper import EpisodeState, subject_conversation
@@ -61,6 +62,7 @@ class EmoEnv:
         return self._state
 
     async def reset(self, case: Case, seed: int) -> Messages:
+        refuse_test_case(case.id, case.split)  # every trainer's rollouts start here
         s = self.setup
         self._state = EpisodeState.open(case, s.world, s.prompts, seed, s.limits, s.policy)
         self.episode = None

@@ -22,6 +22,7 @@ from emobench.endpoints.binding import parse_binding
 from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.pool import EndpointPool
 from emobench.env.core import EmoEnv, EnvSetup
+from emobench.env.held_out import refuse_test_case, refuse_test_config
 from emobench.env.rewards import RewardConfig
 from emobench.episode.roles import Provenance, WorldRoles
 from emobench.errors import InputError
@@ -33,6 +34,7 @@ from emobench.run.runner import ROOT, _caller, load_prompts, select_cases
 
 
 def split_training_config(data: dict[str, Any], source: str | Path) -> tuple[RunConfig, RewardConfig]:
+    refuse_test_config(data, source)  # before the run config's default split (test) applies
     data = dict(data)
     try:
         rewards = RewardConfig.model_validate(data.pop("reward", None) or {})
@@ -84,7 +86,10 @@ async def open_host(
 ) -> AsyncIterator[EnvHost]:
     """Start (or reach) the simulator, director and judge endpoints; stop them on exit."""
     registry = load_registry(root)
-    language = cases_language(select_cases(registry, config))
+    cases = select_cases(registry, config)
+    for case in cases:  # a RunConfig built in code has not passed split_training_config
+        refuse_test_case(case.id, case.split)
+    language = cases_language(cases)
     async with AsyncExitStack() as stack:
         pool = EndpointPool(stack, log_dir or Path.cwd() / "logs", cache)
 

@@ -18,6 +18,7 @@ from emobench.registry.injection import check_injection
 from emobench.registry.loader import CASE_NEEDS, Registry, Source, display_path
 from emobench.registry.models import AXES, DEFAULT_LANGUAGE, Case, Language, Period, Persona, Scenario
 from emobench.registry.prose_rules import check_prose
+from emobench.registry.training_pages import check_training
 from emobench.registry.zh_rules import check_zh
 
 DEMO = "demo"  # the demo split replays pairs of another split by design
@@ -36,7 +37,7 @@ def check_library(reg: Registry) -> list[InputError]:
     """Every broken authoring rule of the current edition, in file order; each language's
     cards and splits are held to the rules on their own (a Chinese test split is held out
     from the Chinese dev and demo splits)."""
-    problems = list(check_injection(reg))
+    problems = [*check_injection(reg), *check_training(reg)]  # once: they read the whole library
     for language in reg.languages:
         problems += _language_rules(reg.view(language), language)
     return sorted(problems, key=lambda e: (e.source, _natural(e.field), e.problem))

@@ -1,5 +1,6 @@
 """Reading a library file safely: size limits before parsing, UTF-8 errors with line and
-column, a YAML loader without duplicate keys or loose booleans, and a length limit per field.
+column, control characters (a NUL, an escape) refused with their field, a YAML loader without
+duplicate keys or loose booleans, and a length limit per field.
 
 A card is a few kilobytes; the limits stop a planted 10 MB field before it is parsed (or even
 read), so `validate` answers in one line instead of loading it.
@@ -104,6 +105,42 @@ def _not_utf8(path: Path, data: bytes, exc: UnicodeDecodeError) -> InputError:
                       + (f" at {where}" if field else "") + "; save the file as UTF-8")
 
 
+# Controls other than tab and line breaks: written raw or as a YAML escape ("\0", "\e"), they
+# hide text from a reader and from the checks, and no card needs one.
+_RAW_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _control(char: str) -> str:
+    return f"control character U+{ord(char):04X}: a library file holds plain text"
+
+
+def _raw_control(shown: str, text: str) -> InputError | None:
+    """The first control character written into the file, with its field (read from a copy
+    in which each control is U+FFFD, which the YAML parser reads as text) and its line."""
+    match = _RAW_CONTROL.search(text)
+    if match is None:
+        return None
+    at = match.start()
+    where = f"line {text.count(chr(10), 0, at) + 1}, column {at - text.rfind(chr(10), 0, at)}"
+    field = _field_at(_RAW_CONTROL.sub("\ufffd", text), at)
+    return InputError(shown, field or where, _control(match.group()) + (f" (at {where})" if field else ""))
+
+
+def _controls(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Each field whose parsed text holds a control character (a YAML escape makes one)."""
+    if isinstance(value, str):
+        if match := _CONTROL.search(value):
+            yield path, match.group()
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _controls(key, path)
+            yield from _controls(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _controls(item, f"{path}[{i}]")
+
+
 def _too_long(value: Any, path: str = "") -> Iterator[tuple[str, int]]:
     if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
         yield path, len(value)
@@ -199,6 +236,8 @@ def read_yaml(path: Path) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _not_utf8(path, data, exc) from None
+    if control := _raw_control(shown, text):
+        raise control
     refuse_anchors(text, shown)
     try:
         parsed = yaml.load(text, Loader=_UniqueKeyLoader)  # a safe loader: no object tags
@@ -217,4 +256,6 @@ def read_yaml(path: Path) -> Any:
     if long is not None:
         raise InputError(shown, long[0], f"{long[1]:,} characters, over the {MAX_FIELD_CHARS:,} "
                          "limit for a text field")
+    if escaped := next(_controls(parsed), None):
+        raise InputError(shown, escaped[0] or "", _control(escaped[1]) + " (written as a YAML escape)")
     return parsed
