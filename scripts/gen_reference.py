@@ -132,8 +132,8 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "open_per_address": "Unfinished episodes started from one client address; raise it for a lab behind "
                             "one NAT. Flag: `play --open-per-address`.",
         "connections_per_address": "Open connections of one client address. Flag: `play --connections-per-address`.",
-        "max_connections": "Open connections in all, and never within 128 of the open-file limit (`ulimit -n`). "
-                           "Flag: `play --max-connections`.",
+        "max_connections": "Open connections in all, and never within 256 of the open-file limit (`ulimit -n`; the soft "
+                           "limit is raised as far as the hard one allows). Flag: `play --max-connections`.",
         "header_timeout_s": "Seconds a connection has to send a request's headers, from its opening or its previous "
                             "request; an idle connection is closed as late.",
         "body_timeout_s": "Seconds a request has to send its body (408 after).",

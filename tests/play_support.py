@@ -7,14 +7,17 @@ import asyncio
 import http.client
 import json
 import os
+import random
 import re
 import resource
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -165,3 +168,46 @@ class LocalPlay(Api):
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(120)
+
+
+# --- hostile clients, for the tests of the guards (a generator of variants per guard) --------
+
+def greedy(rng: random.Random, token: str, n: int) -> Iterator[tuple[str, str, str, Any]]:
+    """Variants of one client's flood, n rounds: its own link, its own unknown episodes, unknown links
+    (GET and POST), joins under fresh handles."""
+    for _ in range(n):
+        yield "own link", "GET", f"/api/p/{token}", None
+        yield "own unknown episode", "GET", f"/api/p/{token}/episodes/{secrets.token_hex(8)}", None
+        yield "unknown link", "GET", f"/api/p/{secrets.token_urlsafe(18)}", None
+        yield ("unknown link turn", "POST", f"/api/p/{secrets.token_urlsafe(18)}/episodes/{secrets.token_hex(8)}/turn",
+               {"message": "x", "meter": 50})
+        yield "join", "POST", "/api/join", {"handle": f"g{rng.getrandbits(32):x}", "consent": True}
+
+
+def hostile(kind: str, address: str, port: int) -> socket.socket:
+    """One hostile connection of a kind: idle, half a request line, headers a byte at a time, a body
+    a byte at a time; the flood opens idle ones past the address's cap."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(address, 0))
+    start = {
+        "idle": b"", "flood": b"",
+        "request line": b"GET /api/p/abc HTT",
+        "headers": b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: ",
+        "body": b"POST /api/join HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1000\r\n\r\n{",
+    }[kind]
+    sock.sendall(start)
+    sock.setblocking(False)
+    return sock
+
+
+def closed(sock: socket.socket) -> bool:
+    """Whether the server has closed its end (what it answered first is read and dropped)."""
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True

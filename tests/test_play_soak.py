@@ -1,25 +1,40 @@
 """A soak of `emobench play`: simulated players, random kills of the server, deletes, double sends
-and malformed bodies, against the fake OpenAI server; then the run directory is checked.
+and malformed bodies, a greedy client and a slowloris client, against the fake OpenAI server;
+then the run directory is checked.
 
-Each player is a thread that starts, plays, leaves and deletes episodes, every message a unique
-string. A double send is the same request (one Idempotency-Key) from two threads at once; after a
-dropped connection a player sends the same request again, with the same key, as the page's retry
-would. A killer thread SIGKILLs the server at random and starts it again on the same run directory.
+Each player is a thread, on a loopback address of its own (127.0.1.N: a machine each), that
+starts, plays, leaves and deletes episodes, every message a unique string. A double send is the
+same request (one Idempotency-Key) from two threads at once; after a dropped connection a player
+sends the same request again, with the same key, as the page's retry would. A killer thread
+SIGKILLs the server at random and starts it again on the same run directory. The server runs
+under an open-file limit of 1024, a common default.
+
+Beside them a greedy client (127.0.0.2) sends as fast as it can: its own link, unknown episodes,
+unknown links, joins (tests/play_support.greedy). A slowloris client holds sockets that send
+nothing, half a request line, headers or a body a byte at a time: 300 from one address
+(127.0.0.3) and 60 from each of 16 others (127.0.3.N), 1,260 in all, more than the server may
+hold; each one the server closes is opened again two seconds later.
 
 Afterwards: every record and judgement validates, every finished episode is judged exactly once,
 no acknowledged turn or finish is lost (in the record or the journal), no word of a deleted
-episode is in any file of the run directory, and a graceful restart finds nothing to repair.
-The short version runs here; bench/bench_play_soak.py runs the long one and prints the figures.
+episode is in any file of the run directory, and a graceful restart (SIGTERM) finds nothing to
+repair; no player was refused for someone else's requests (429) and the server printed no
+traceback. The short version runs here; bench/bench_play_soak.py runs the long one and prints
+the figures.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import random
+import signal
+import socket
+import statistics
 import threading
 import time
-import urllib.error
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.client import HTTPException
 from pathlib import Path
@@ -33,9 +48,18 @@ from emobench.records import Episode, EpisodeJudgement
 from emobench.rundir import RunDir, read_records
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState
-from tests.play_support import PlayServer
+from tests.play_support import Api, PlayServer, closed, greedy, hostile
 
-LIMITS = ("--open-per-player", "3", "--player-per-minute", "100000", "--server-per-minute", "100000", "--open-total", "200")
+# The players (bots that send as soon as they are answered) stay under their own limit. The server's
+# budget holds all 20 at that limit and the greedy client at its limits, whatever the machine's speed,
+# but not all that the greedy client sends (which, charged before the per-player check, used to fill it).
+PLAYER_PER_MINUTE, ANONYMOUS_PER_MINUTE = 1200, 30
+SERVER_PER_MINUTE = 21 * PLAYER_PER_MINUTE + 2 * ANONYMOUS_PER_MINUTE + 4000
+LIMITS = ("--open-per-player", "3", "--player-per-minute", str(PLAYER_PER_MINUTE), "--server-per-minute",
+          str(SERVER_PER_MINUTE), "--open-total", "200")
+OPEN_FILES = 1024
+SLOWLORIS = [("127.0.0.3", 300)] + [(f"127.0.3.{n}", 60) for n in range(1, 17)]
+SLOW_KINDS = ("idle", "request line", "headers", "body")
 MALFORMED: list[tuple[bytes, dict[str, str]]] = [
     (b'{"message": "\\ud800", "meter": 50}', {}),
     (b"[" * 20_000 + b"]" * 20_000, {}),
@@ -70,12 +94,39 @@ class Figures:
     retried: int = 0
     statuses: Counter[int] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
+    latencies: dict[str, list[float]] = field(default_factory=dict)  # per kind of request: seconds to each answer
+    greedy: dict[str, Counter[int]] = field(default_factory=dict)  # per kind of request: statuses
+    sockets_opened: int = 0
+    sockets_closed_at_once: int = 0  # within a second: refused at the door
+    sockets_closed_later: int = 0  # timed out, made room for others, or the server was killed
+    sockets_held_most: int = 0
+    lifetimes: list[float] = field(default_factory=list)
+
+    def summary(self) -> str:
+        def spread(seconds: list[float]) -> str:
+            lat = sorted(seconds)
+            p95 = lat[int(0.95 * (len(lat) - 1))]
+            return f"{len(lat)}: p50 {statistics.median(lat):.2f} s, p95 {p95:.2f} s, max {lat[-1]:.2f} s"
+
+        greedy = {kind: (sum(c.values()), c[429]) for kind, c in self.greedy.items()}
+        return "\n".join([
+            f"players: {self.requests} requests, statuses {dict(sorted(self.statuses.items()))}; {self.kills} kills, "
+            f"{self.started} started, {self.finished} finished, {self.deleted} deleted, {self.double_sends} double sends, "
+            f"{self.malformed} malformed",
+            "players' answered requests: " + "; ".join(f"{kind} {spread(lat)}" for kind, lat in sorted(self.latencies.items())),
+            "greedy client, refused/sent: " + ", ".join(f"{k} {r}/{n}" for k, (n, r) in greedy.items()),
+            f"slowloris: {self.sockets_opened} sockets opened, {self.sockets_closed_at_once} closed within 1 s, "
+            f"{self.sockets_closed_later} later (median {statistics.median(self.lifetimes or [0]):.1f} s), "
+            f"at most {self.sockets_held_most} held at once",
+        ])
 
 
 class Soak:
     def __init__(self, config: Path, run: Path, mode: str = "user") -> None:
         self.config, self.run, self.mode = config, run, mode
-        self.server = PlayServer(config, mode, run, *LIMITS)
+        self.servers: list[PlayServer] = []
+        self.url_file = run.parent / "url"
+        self.server = self.start()
         self.up = threading.Event()
         self.up.set()
         self.lock = threading.Lock()
@@ -86,9 +137,15 @@ class Soak:
         self.back: list[str] = []  # what came back of deleted episodes
         self.history: list[tuple[str, str, int, str]] = []  # every answered request, for a failure's story
 
+    def start(self) -> PlayServer:
+        server = PlayServer(self.config, self.mode, self.run, *LIMITS, open_files=OPEN_FILES)
+        self.servers.append(server)
+        self.url_file.write_text(server.url)  # where the hostile clients find it
+        return server
+
     # --- requests that survive kills -----------------------------------------------------
     def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
-             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+             headers: dict[str, str] | None = None, source: str | None = None) -> tuple[int, Any]:
         """One request; on a dropped connection the same request again (same key) once the server is back."""
         for attempt in range(40):
             self.up.wait(120)
@@ -96,15 +153,18 @@ class Soak:
             with self.lock:
                 self.figures.requests += 1
                 self.figures.retried += attempt > 0
+            began = time.monotonic()
             try:
-                status, data = server.call(method, path, body, raw, headers)
-            except (urllib.error.URLError, HTTPException, ConnectionError, TimeoutError, json.JSONDecodeError):
+                status, data = server.call(method, path, body, raw, headers, source)
+            except (OSError, HTTPException, json.JSONDecodeError):
                 time.sleep(0.3)
                 continue
+            kind = "GET" if method == "GET" else "DELETE" if method == "DELETE" else path.rsplit("/", 1)[1]
             with self.lock:
                 self.figures.statuses[status] += 1
+                self.figures.latencies.setdefault(kind, []).append(time.monotonic() - began)
                 self.history.append((method, path, status, str(data.get("error", ""))[:80] if isinstance(data, dict) else ""))
-            if status >= 500 and status != 502:
+            if (status >= 500 and status != 502) or status == 429:  # a player is never refused for others' requests
                 self.problem(f"{method} {path}: {status} {data}")
             return status, data
         self.problem(f"{method} {path}: no answer after 40 tries")
@@ -120,20 +180,25 @@ class Soak:
             self.up.clear()
             self.server.kill()
             self.figures.kills += 1
-            self.server = PlayServer(self.config, self.mode, self.run, *LIMITS)
+            self.server = self.start()
             self.up.set()
 
     # --- a player ------------------------------------------------------------------------
     def player(self, number: int, rng: random.Random) -> None:
-        handle, joins = f"p{number}", 0
-        status, data = self.call("POST", "/api/join", {"handle": handle, "consent": True})
+        handle, joins, me = f"p{number}", 0, f"127.0.1.{number + 1}"
+
+        def call(method: str, path: str, body: Any = None, raw: bytes | None = None,
+                 headers: dict[str, str] | None = None) -> tuple[int, Any]:
+            return self.call(method, path, body, raw, headers, me)
+
+        status, data = call("POST", "/api/join", {"handle": handle, "consent": True})
         token = data.get("token")
         mine: list[Ep] = []
         sent = 0
         while not self.stop.is_set():
             if token is None:  # their last delete took the handle too: a new one
                 joins += 1
-                status, data = self.call("POST", "/api/join", {"handle": f"{handle}x{joins}", "consent": True})
+                status, data = call("POST", "/api/join", {"handle": f"{handle}x{joins}", "consent": True})
                 token = data.get("token")
                 continue
             base = f"/api/p/{token}"
@@ -142,7 +207,7 @@ class Soak:
             if roll < 0.05:
                 raw, extra = rng.choice(MALFORMED if open_ else MALFORMED[:-1])  # a start reads no meter
                 target = f"{base}/episodes/{open_[0].id}/turn" if open_ else f"{base}/episodes"
-                status, _ = self.call("POST", target, raw=raw, headers=extra)
+                status, _ = call("POST", target, raw=raw, headers=extra)
                 with self.lock:
                     self.figures.malformed += 1
                 if not 400 <= status < 500:
@@ -151,19 +216,19 @@ class Soak:
                 ep = rng.choice([e for e in mine if not e.deleted] or mine)
                 if ep.deleted:
                     continue
-                status, data = self.call("DELETE", f"{base}/episodes/{ep.id}")
+                status, data = call("DELETE", f"{base}/episodes/{ep.id}")
                 if status in (200, 404, 410):  # 404/410: a retry after a kill found it already gone
                     ep.deleted = True
                     with self.lock:
                         self.figures.deleted += 1
-                    if (status == 200 and data.get("player_forgotten")) or (status == 404 and self.forgotten(token)):
+                    if (status == 200 and data.get("player_forgotten")) or (status == 404 and self.forgotten(token, me)):
                         token = None
             elif not open_ or roll < 0.18:
                 if len(open_) >= 3:
                     continue
                 key = {"Idempotency-Key": f"start-{number}-{sent}"}
                 sent += 1
-                status, view = self.call("POST", f"{base}/episodes", {}, headers=key)
+                status, view = call("POST", f"{base}/episodes", {}, headers=key)
                 if status == 200:
                     ep = Ep(view["id"], retry=bool(view.get("retry_opening")))
                     mine.append(ep)
@@ -175,7 +240,7 @@ class Soak:
             elif (pending := [e for e in open_ if e.retry]):
                 ep = pending[0]  # as the page does: Send with no message asks the model again
                 sent += 1
-                status, view = self.call("POST", f"{base}/episodes/{ep.id}/turn", {"message": "", "meter": 50},
+                status, view = call("POST", f"{base}/episodes/{ep.id}/turn", {"message": "", "meter": 50},
                                          headers={"Idempotency-Key": f"act-{number}-{sent}"})
                 ep.retry = status != 200 and status != 410
             else:
@@ -192,12 +257,12 @@ class Soak:
                 if rng.random() < 0.1:  # a double send: the same request twice at once
                     with self.lock:
                         self.figures.double_sends += 1
-                    other = threading.Thread(target=self.call, args=("POST", path, body, None, key), daemon=True)
+                    other = threading.Thread(target=call, args=("POST", path, body, None, key), daemon=True)
                     other.start()
-                    status, view = self.call("POST", path, body, headers=key)
+                    status, view = call("POST", path, body, headers=key)
                     other.join(120)
                 else:
-                    status, view = self.call("POST", path, body, headers=key)
+                    status, view = call("POST", path, body, headers=key)
                 if status == 200:
                     ep.retry = bool(view.get("retry_opening"))
                     if body["message"]:
@@ -212,26 +277,43 @@ class Soak:
                     ep.finished = True
                 elif status in (404, 410):
                     ep.deleted = ep.deleted or status == 410
-                    if status == 404 and self.forgotten(token):
+                    if status == 404 and self.forgotten(token, me):
                         token = None
             time.sleep(rng.uniform(0.0, 0.05))
 
-    def forgotten(self, token: str) -> bool:
-        return self.call("GET", f"/api/p/{token}")[0] == 404
+    def forgotten(self, token: str, source: str) -> bool:
+        return self.call("GET", f"/api/p/{token}", source=source)[0] == 404
 
     # --- the whole soak ------------------------------------------------------------------
-    def play(self, players: int, seconds: float, kill_every: tuple[float, float], seed: int = 0) -> Figures:
+    def play(self, players: int, seconds: float, kill_every: tuple[float, float], seed: int = 0,
+             hostile: bool = True) -> Figures:
         rng = random.Random(seed)
         threads = [threading.Thread(target=self.player, args=(n, random.Random(rng.random())), daemon=True)
                    for n in range(players)]
         killer = threading.Thread(target=self.killer, args=(kill_every, random.Random(rng.random())), daemon=True)
+        spawn = multiprocessing.get_context("spawn")
+        stop, out = spawn.Event(), spawn.Queue()
+        attackers = [spawn.Process(target=greedy_client, args=(self.url_file, stop, out, rng.getrandbits(32))),
+                     spawn.Process(target=slowloris_client, args=(self.url_file, stop, out))] if hostile else []
+        for process in attackers:
+            process.start()
         for thread in [*threads, killer]:
             thread.start()
         time.sleep(seconds)
         self.stop.set()
+        stop.set()
+        results = dict(out.get(timeout=120) for _ in attackers)
         killer.join(120)
         for thread in threads:
             thread.join(180)
+        for process in attackers:
+            process.join(60)
+        if hostile:
+            self.figures.greedy = results["greedy"]
+            found, self.figures.lifetimes = results["slowloris"]
+            figures = self.figures
+            figures.sockets_opened, figures.sockets_closed_at_once = found["opened"], found["at_once"]
+            figures.sockets_closed_later, figures.sockets_held_most = found["later"], found["most"]
         return self.figures
 
     def settle(self, timeout: float = 300) -> list[str]:
@@ -239,17 +321,21 @@ class Soak:
         finished episode; then stop gracefully and start once more. Returns the last start's notes."""
         self.server.kill()
         self.figures.kills += 1
-        self.server = PlayServer(self.config, self.mode, self.run, *LIMITS)
+        self.server = self.start()
         rd = RunDir(self.run)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if rd.done_keys() <= rd.judged_keys() and self.run.joinpath("scores.parquet").exists():
                 break
             time.sleep(0.5)
-        self.server.stop()
-        last = PlayServer(self.config, self.mode, self.run, *LIMITS)
+        assert self.server.stop(signal.SIGTERM) == 0  # a container's stop: as graceful as Ctrl-C
+        last = self.start()
         last.stop()
         return [line for line in last.startup if "repaired" in line]
+
+    def said(self) -> list[str]:
+        """What every server printed while it served (tracebacks would be here)."""
+        return [line for server in self.servers for line in server.later]
 
     def check(self) -> dict[str, int]:
         """The run directory after the soak; the counts of what was lost and what came back."""
@@ -287,16 +373,119 @@ class Soak:
         return {"episodes": len(keys), "journals": len(journals), "lost": lost, "resurrected": resurrected}
 
 
+# --- the hostile clients, each in a process of its own (in the players' process their loops would
+# take the GIL from the players, and the players' latencies would measure the test, not the server)
+
+def _url(path: Path) -> str | None:
+    try:
+        return path.read_text() or None
+    except OSError:
+        return None
+
+
+def greedy_client(url_file: Path, stop: Any, out: Any, seed: int) -> None:
+    """As fast as it can, from one address, on four connections at once: its own link and unknown
+    ones, and joins. Puts its statuses per kind of request on `out`."""
+    statuses: dict[str, Counter[int]] = {}
+    lock = threading.Lock()
+    threads = [threading.Thread(target=_greedy, args=(url_file, stop, statuses, lock, seed + n)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    out.put(("greedy", statuses))
+
+
+def _greedy(url_file: Path, stop: Any, statuses: dict[str, Counter[int]], lock: threading.Lock, seed: int) -> None:
+    rng, me, token, client = random.Random(seed), "127.0.0.2", None, Api()
+    while not stop.is_set():
+        client.url = _url(url_file) or ""
+        try:
+            if token is None:
+                status, data = client.call("POST", "/api/join", {"handle": f"greedy{rng.getrandbits(24):x}",
+                                                                 "consent": True}, source=me)
+                token = data.get("token") if status == 200 else None
+                if token is None:
+                    time.sleep(0.5)
+                continue
+            for kind, method, path, body in greedy(rng, token, 20):
+                status, _ = client.call(method, path, body, source=me)
+                with lock:
+                    statuses.setdefault(kind, Counter())[status] += 1
+                if kind == "own link" and status == 404:
+                    token = None
+                    break
+        except (OSError, HTTPException, json.JSONDecodeError, ValueError):
+            time.sleep(0.2)
+
+
+def slowloris_client(url_file: Path, stop: Any, out: Any) -> None:
+    """Hold SLOWLORIS sockets of SLOW_KINDS; each the server closes is opened again two seconds
+    later. Puts what became of them on `out`."""
+    found = {"opened": 0, "at_once": 0, "later": 0, "most": 0}
+    lifetimes: list[float] = []
+    due = [(address, SLOW_KINDS[n % len(SLOW_KINDS)], 0.0) for address, count in SLOWLORIS for n in range(count)]
+    held: list[tuple[socket.socket, str, str, float]] = []
+    while not stop.is_set():
+        now, url = time.monotonic(), _url(url_file)
+        later = []
+        for address, kind, at in due:
+            if at > now or url is None:
+                later.append((address, kind, at))
+                continue
+            try:
+                held.append((hostile(kind, address, int(url.rsplit(":", 1)[1])), address, kind, time.monotonic()))
+                found["opened"] += 1
+            except OSError:
+                later.append((address, kind, now + 2))
+        due, alive = later, []
+        for sock, address, kind, opened in held:
+            if kind in ("headers", "body"):
+                try:
+                    sock.send(b"a")
+                except OSError:
+                    pass
+            if closed(sock):
+                sock.close()
+                lived = time.monotonic() - opened
+                found["at_once" if lived < 1 else "later"] += 1
+                if lived >= 1:
+                    lifetimes.append(lived)
+                due.append((address, kind, time.monotonic() + 2))
+            else:
+                alive.append((sock, address, kind, opened))
+        held = alive
+        found["most"] = max(found["most"], len(held))
+        time.sleep(0.25)
+    for sock, *_ in held:
+        sock.close()
+    out.put(("slowloris", (found, lifetimes)))
+
+
 @pytest.mark.soak
-def test_a_short_soak(tmp_path: Path) -> None:
+def test_a_short_soak(tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
     with FakeOpenAIServer(FakeState(latency_s=0.02, fault_rate=0.02, fault_kinds=("429", "500"), fault_seed=1)) as fake:
         config = write_config(tmp_path / "play.yaml", fake.base_url, max_turns=5, min_turns=4)
         soak = Soak(config, tmp_path / "run")
         figures = soak.play(players=20, seconds=45, kill_every=(8, 14))
         notes = soak.settle()
         found = soak.check()
-    assert figures.problems == [], (figures.problems[:5], figures)
+    record_property("summary", figures.summary())  # printed at the end of the run (tests/tiers.py)
+    print("\n" + figures.summary())
+    assert figures.problems == [], (figures.problems[:5], figures.summary())
     assert figures.kills >= 3 and figures.started > 20 and figures.deleted > 0 and figures.double_sends > 0
     assert figures.malformed > 0 and figures.finished > 0
     assert found["lost"] == 0 and found["resurrected"] == 0 and found["episodes"] > 0, (found, soak.lost, soak.back)
     assert notes == []  # a graceful stop leaves nothing to repair
+    # The hostile clients: refused beyond their limits (each server's windows start empty), and no traceback.
+    lives = figures.kills + 2
+    greedy = {kind: (sum(c.values()), sum(n for s, n in c.items() if s != 429)) for kind, c in figures.greedy.items()}
+    own = sum(greedy[k][1] for k in ("own link", "own unknown episode"))
+    anonymous = sum(greedy[k][1] for k in ("unknown link", "unknown link turn", "join"))
+    assert all(passed < sent for kind, (sent, passed) in greedy.items() if kind not in ("own link", "own unknown episode"))
+    assert own <= PLAYER_PER_MINUTE * lives and anonymous <= ANONYMOUS_PER_MINUTE * lives, greedy
+    # Every socket past the one address's cap (300 - 64) at least was closed by the server, some only after a while.
+    assert figures.sockets_opened >= 1260 and figures.sockets_closed_at_once + figures.sockets_closed_later >= 236
+    assert figures.sockets_closed_later > 0
+    said = soak.said()
+    assert not any("Traceback" in line for line in said), [line for line in said if "Error" in line][:5]

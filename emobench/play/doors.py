@@ -36,17 +36,24 @@ from aiohttp.web_request import BaseRequest
 from emobench.config import PlayConfig
 from emobench.play.guards import HEADERS
 
-RESERVE = 128  # file descriptors kept for journals, run files and the model endpoints' connections
+# File descriptors kept for journals, run files, the model endpoints' connections, and the sockets that
+# a burst of accept() takes before the doorman closes them (the listen backlog is 128)
+RESERVE = 256
 LINGER_S = 1.0  # after an early answer (408, 413), how long the rest of a body is read before closing
 SAY_EVERY_S = 60.0
 log = logging.getLogger("emobench.play")
 
 
 def connection_cap(configured: int) -> int:
-    """At most `configured`, and RESERVE below the soft open-file limit (`ulimit -n`)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    """At most `configured`, and RESERVE below the open-file limit (`ulimit -n`). The soft limit is
+    raised first, as far as the hard one allows, to what `configured` needs."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return configured
+    want = configured + RESERVE
+    if soft < want and (hard == resource.RLIM_INFINITY or hard > soft):
+        soft = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     return max(1, min(configured, soft - RESERVE))
 
 
