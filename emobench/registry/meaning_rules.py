@@ -24,6 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from emobench.errors import InputError
+from emobench.registry.edition4 import MAX_SIBLING_JACCARD, MAX_STORY_JACCARD, MAX_WHY_SHARE, held_out_sides
+from emobench.registry.fact_rules import MAX_NEED_OVERLAP
+from emobench.registry.language_tools import TextTools, tools
 from emobench.registry.loader import Registry, display_path, load_registry
 from emobench.registry.models import AXES, Case, Language, Persona, Scenario
 from emobench.registry.similarity import MISSING, ChineseMeter, english_meter
@@ -54,19 +57,36 @@ class Pair:
     b: tuple[str, ...]
     label: str  # the pair as the distributions name it
     problem: str  # what a pair at or over the cut is, "{score}" and "{cut}" filled in
+    worded: bool = False  # a word rule already refuses it: one line per fault
 
 
 def _story(scenario: Scenario, language: Language) -> str:
     if language == "en":  # the encoder reads 256 tokens: the topic and the stages
         return " ".join([scenario.topic, *scenario.stages])
-    return " ".join([scenario.topic, scenario.opening, *scenario.stages, *(m.text for m in scenario.memories)])
+    return " ".join(_texts(scenario))
+
+
+def _texts(scenario: Scenario) -> list[str]:
+    return [scenario.topic, scenario.opening, *scenario.stages, *(m.text for m in scenario.memories)]
 
 
 def _whys(persona: Persona) -> tuple[str, ...]:
     return tuple(persona.needs[axis].why for axis in AXES)
 
 
-def _need_pairs(reg: Registry) -> Iterator[Pair]:
+def _share(tt: TextTools, text: str, other: str) -> float:
+    words = tt.concept_words(text, False)
+    return len(words & tt.concept_words(other, False)) / max(len(words), 1)
+
+
+def _why_worded(tt: TextTools, need: str, why: str) -> bool:
+    """edition4's need-against-why rule: a share of content words, or a run of words."""
+    runs = set(tt.runs(why, tt.why_run))
+    return _share(tt, need, why) >= MAX_WHY_SHARE or any(
+        r in runs and tt.run_content(r) >= tt.why_run_content for r in tt.runs(need, tt.why_run))
+
+
+def _need_pairs(reg: Registry, tt: TextTools) -> Iterator[Pair]:
     for case in reg.edition_cases():
         if case.case_need is None:
             continue
@@ -75,10 +95,12 @@ def _need_pairs(reg: Registry) -> Iterator[Pair]:
         why = f"needs.{case.dominant_axis}.why"
         yield Pair("need~opening", file, field, (_NEED_FRAME.sub("", case.hidden_need),), (case.opening,), case.id,
                    "means what the case's opening says (similarity {score:.2f}, limit {cut:.2f}): "
-                   "the user never says the need")
-        yield Pair("need~why", file, field, (case.hidden_need,), (case.persona.needs[case.dominant_axis].why,),
+                   "the user never says the need", _share(tt, case.hidden_need, case.opening) >= MAX_NEED_OVERLAP)
+        own = case.persona.needs[case.dominant_axis].why
+        yield Pair("need~why", file, field, (case.hidden_need,), (own,),
                    case.id, f"restates persona {case.persona.id}'s {why} in other words (similarity "
-                   "{score:.2f}, limit {cut:.2f}): the need is what this situation asks")
+                   "{score:.2f}, limit {cut:.2f}): the need is what this situation asks",
+                   _why_worded(tt, case.hidden_need, own))
     for scenario_id, cases in reg.counterfactual_sets().items():
         for a, b in combinations(cases, 2):
             if a.persona.id != b.persona.id:
@@ -86,7 +108,9 @@ def _need_pairs(reg: Registry) -> Iterator[Pair]:
                 yield Pair("siblings", source.file, source.field("hidden_need.text"), (a.hidden_need,),
                            (b.hidden_need,), f"{a.id} ~ {b.id}", f"means what {a.id}'s need means "
                            f"(similarity {{score:.2f}}, limit {{cut:.2f}}) in counterfactual set "
-                           f"{scenario_id!r}: siblings need different things")
+                           f"{scenario_id!r}: siblings need different things",
+                           _jaccard(tt.concept_words(a.hidden_need, True), tt.concept_words(b.hidden_need, True))
+                           >= MAX_SIBLING_JACCARD)
 
 
 def _cards(reg: Registry, cases: Sequence[Case]) -> tuple[dict[str, Scenario], dict[str, Persona]]:
@@ -95,13 +119,22 @@ def _cards(reg: Registry, cases: Sequence[Case]) -> tuple[dict[str, Scenario], d
     return scenarios, personas
 
 
-def _held_out_pairs(reg: Registry, language: Language) -> Iterator[Pair]:
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def _held_out_pairs(reg: Registry, language: Language, tt: TextTools) -> Iterator[Pair]:
     test = reg.named(TEST)
-    if test not in reg.edition_splits:
+    sides = held_out_sides(reg)
+    if test not in reg.edition_splits or sides is None:
         return
     test_scenarios, test_personas = _cards(reg, reg.cases(test))
     rest = [c for split in reg.edition_splits if split != test for c in reg.cases(split)]
     other_scenarios, other_personas = _cards(reg, rest)
+    # what the word rules already refuse: a story sharing words or a run of them
+    stories = {**sides[1].stories, **sides[0].stories}
+    runs = {k: {r for text in _texts(v) for r in tt.runs(text, tt.shared_run)}
+            for k, v in {**other_scenarios, **test_scenarios}.items()}
     for a, sa in test_scenarios.items():
         for b, sb in other_scenarios.items():
             if a != b:  # the same card on both sides is the id rule's to report
@@ -109,14 +142,22 @@ def _held_out_pairs(reg: Registry, language: Language) -> Iterator[Pair]:
                 yield Pair("story", display_path(reg.current.scenarios[a][0]), "stages",
                            (_story(sa, language),), (_story(sb, language),), f"{a} ~ {b}",
                            f"its story is retold by {b} ({other}) (similarity {{score:.2f}}, "
-                           "limit {cut:.2f}): a test story is told nowhere else")
+                           "limit {cut:.2f}): a test story is told nowhere else",
+                           _jaccard(stories[a], stories[b]) >= MAX_STORY_JACCARD
+                           or bool(runs[a] & runs[b]))
     for a, pa in test_personas.items():
         for b, pb in other_personas.items():
             if a != b:
                 other = display_path(reg.current.personas[b][0])
                 yield Pair("twin", display_path(reg.current.personas[a][0]), "needs", _whys(pa), _whys(pb),
                            f"{a} ~ {b}", f"its why texts paraphrase those of {b} ({other}) (mean similarity "
-                           "{score:.2f}, limit {cut:.2f}): test people are no twins of another split's")
+                           "{score:.2f}, limit {cut:.2f}): test people are no twins of another split's",
+                           any(shared_run_of(tt, x, y) for x in _whys(pa) for y in _whys(pb)))
+
+
+def shared_run_of(tt: TextTools, a: str, b: str) -> bool:
+    """edition4's shared-text rule: a run of tt.shared_run units in both."""
+    return bool(set(tt.runs(a, tt.shared_run)) & set(tt.runs(b, tt.shared_run)))
 
 
 def _corpus(reg: Registry) -> list[str]:
@@ -136,7 +177,8 @@ def _language(reg: Registry) -> Language:
 def scored(reg: Registry) -> list[tuple[Pair, float]] | None:
     """Every pair of one language's library with its similarity; None without the encoder."""
     language = _language(reg)
-    pairs = [*_need_pairs(reg), *_held_out_pairs(reg, language)]
+    tt = tools(reg)
+    pairs = [*_need_pairs(reg, tt), *_held_out_pairs(reg, language, tt)]
     meter = english_meter() if language == "en" else ChineseMeter(_corpus(reg))
     if meter is None:
         return None
@@ -187,8 +229,9 @@ def _phrases(reg: Registry, language: Language) -> Iterator[InputError]:
     for case in reg.edition_cases():
         if case.case_need is None:
             continue
-        axis = case.dominant_axis
-        if run := near_phrase(case.hidden_need, case.persona.needs[axis].why, language):
+        axis, tt = case.dominant_axis, tools(reg)
+        why = case.persona.needs[axis].why
+        if not _why_worded(tt, case.hidden_need, why) and (run := near_phrase(case.hidden_need, why, language)):
             source = reg.current.sources[case.id]
             yield InputError(source.file, source.field("hidden_need.text"), f"copies persona "
                              f"{case.persona.id}'s needs.{axis}.why with one word changed ({run!r}): "
@@ -200,7 +243,7 @@ def check_meaning(reg: Registry) -> Iterator[InputError]:
     found = scored(reg)
     cuts = CUTS[_language(reg)]
     for pair, score in found or ():
-        if score >= cuts[pair.kind]:
+        if score >= cuts[pair.kind] and not pair.worded:
             yield InputError(pair.file, pair.field, pair.problem.format(score=score, cut=cuts[pair.kind]))
 
 

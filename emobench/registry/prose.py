@@ -184,13 +184,16 @@ def _relation_phrase(referring: tuple[str, ...], determiners: tuple[str, ...] | 
 
 
 def referring_words(person: Person, people: list[Person]) -> list[str]:
-    """The relation words that name this person and no one else of another status."""
+    """The relation words that name this person and no one else of another status. A word that
+    is exactly this person's relation and no one else's names them even beside someone of the
+    other status the word could also mean ("my brother" beside a living stepbrother)."""
     out = []
     for word, stands_for in prose_words().relations.items():
         if person.relation not in stands_for:
             continue
         others = [p for p in people if p.relation in stands_for and p.status != person.status]
-        if not others:
+        exact = word == person.relation and not any(p.relation == word for p in people if p is not person)
+        if not others or exact:
             out.append(word)
     return out
 

@@ -16,7 +16,7 @@ from typing import TypeVar
 from emobench.errors import InputError
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.meaning_rules import check_meaning
-from emobench.registry.models import Case, CastMember, Persona, Relative, Scenario
+from emobench.registry.models import Case, CastMember, Memory, Persona, Relative, Scenario
 from emobench.registry.prose import (
     WHEN,
     Person,
@@ -32,7 +32,7 @@ from emobench.registry.prose import (
     words_of,
     years_ago,
 )
-from emobench.registry.words import name_words
+from emobench.registry.words import capitalised_mid_sentence, name_words
 
 
 @lru_cache(maxsize=8192)
@@ -42,6 +42,7 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 
 
 MIN_PARENT_AGE = 12  # a parent is at least this many years older than their child
+CURRENT_YEARS = 2  # a "current" memory is at most this many years old (rules.py's period rule)
 AGE_SLACK = 1  # a stated age may be a year off the birth year (the birthday may be to come)
 
 
@@ -53,6 +54,7 @@ class Field:
     field: str
     text: str
     memory: bool = False
+    since: int | None = None  # a memory: the earliest year it can be set in (its year; a current one, two years ago)
 
 
 def people_of(persona: Persona, scenario: Scenario | None = None) -> list[Person]:
@@ -71,8 +73,14 @@ def scenario_fields(reg: Registry, scenario: Scenario) -> list[Field]:
     file = display_path(reg.current.scenarios[scenario.id][0])
     return [Field(file, "topic", scenario.topic), Field(file, "opening", scenario.opening),
             *(Field(file, f"stages[{i}]", s) for i, s in enumerate(scenario.stages)),
-            *(Field(file, f"memories[{i}].text", m.text, memory=True)
+            *(Field(file, f"memories[{i}].text", m.text, memory=True, since=_since(reg, m))
               for i, m in enumerate(scenario.memories))]
+
+
+def _since(reg: Registry, memory: Memory) -> int | None:
+    if memory.year is not None:
+        return memory.year
+    return reg.info.present_year - CURRENT_YEARS if memory.period == "current" else None
 
 
 def persona_fields(reg: Registry, persona: Persona) -> list[Field]:
@@ -167,14 +175,47 @@ def _death_and_life(people: list[Person], field: Field) -> Iterator[InputError]:
             continue
         ref = reference(person, people)
         if person.status == "alive":
-            late = _compiled(rf"\b(?:my|her|his|their|our)\s+late\s+{ref}").search(text)
-            found = late or _first(words.death, ref, text)
+            found = _late(ref, text) or _first(words.death, ref, text) or _pronoun_death(ref, people, text)
             if found:
                 yield InputError(field.file, field.field, f"{found.group(0)!r} speaks of {person.name}'s "
                                  f"death, but {person.name} is alive ({person.where})")
-        elif not field.memory and (found := _first(words.living, ref, text)):
+        elif _told_as_living(field, person) and (found := _first(words.living, ref, text)):
             yield InputError(field.file, field.field, f"{found.group(0)!r}: {person.name} is dead "
                              f"({person.where}{f', died {person.died}' if person.died else ''})")
+
+
+def _told_as_living(field: Field, person: Person) -> bool:
+    """Contact is read in all but memories, and in a memory set after the person died ("Mum
+    rings every Sunday" as a current memory of a mother dead for five years)."""
+    if not field.memory:
+        return True
+    return field.since is not None and person.died is not None and field.since > person.died
+
+
+# Death said of a person by pronoun, after they were named: "so we scattered her ashes".
+_PRONOUN_DEATH = re.compile(
+    r"\b(?:her|his)\s+(?:ashes|funeral|grave|graveside|headstone|burial|cremation|coffin|urn|wake|memorial|"
+    r"obituary|eulogy|deathbed|death)\b|\b(?:buried|cremated|mourned|mourning|lost)\s+(?:her|him)\b|"
+    r"\b(?:she|he)\s+(?:died|passed away|passed on|was buried|was cremated)\b", re.IGNORECASE)
+_PRONOUN_REACH = 200  # characters after the name that a pronoun is read as theirs
+
+
+def _late(ref: str, text: str) -> re.Match[str] | None:
+    """ "my late husband", "her late father": a reference to the person that says "late"."""
+    return next((m for m in _compiled(ref).finditer(text) if re.search(r"\blate\b", m.group(0), re.I)), None)
+
+
+def _pronoun_death(ref: str, people: list[Person], text: str) -> re.Match[str] | None:
+    """A pronoun's death words soon after the person is named, when no one dead is named in
+    the text (the pronoun could be theirs)."""
+    present = words_of(text)
+    if any(p.status == "dead" and named_by(p, people) & present for p in people):
+        return None
+    for named in _compiled(ref).finditer(text):
+        window = text[named.end():named.end() + _PRONOUN_REACH]
+        if found := _PRONOUN_DEATH.search(window):
+            return found
+    return None
 
 
 def _first(templates: tuple[str, ...], ref: str, text: str) -> re.Match[str] | None:
@@ -306,7 +347,11 @@ def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
                     return
         own = {words.job_synonyms.get(w, w) for w in job}
         subject = r"(?:(?:^|[.;!?]\s+)(?:i am|i'm|im|she is|he is|she's|he's|as)|\b(?:i work as|works as|working as))"
-        for found in _compiled(rf"{subject}\s+(?:a|an)\s+((?:[\w-]+\s+){{0,2}}?[\w-]+)\b").finditer(text):
+        # ... and anywhere, the person speaking as the job: "ok so as a nurse i know", "being a nurse, she"
+        speaking = r"\b(?:as|being)\s+(?:a|an)\s+((?:[\w-]+\s+){0,2}?[\w-]+),?\s+(?:i|i'm|im|i've|ive|i'd|she|he|we)\b"
+        claims = [*_compiled(rf"{subject}\s+(?:a|an)\s+((?:[\w-]+\s+){{0,2}}?[\w-]+)\b").finditer(text),
+                *_compiled(speaking).finditer(text)]
+        for found in claims:
             last = found.group(1).split()[-1].lower()
             if last in words.jobs and words.job_synonyms.get(last, last) not in own:
                 yield InputError(field.file, field.field, f"{found.group(0).strip()!r}, but facts.job "
@@ -354,6 +399,12 @@ def _when(child: int, parent: int, parent_name: str) -> str:
 _SHE = re.compile(r"\b(?:she|her|hers|herself)\b", re.IGNORECASE)
 _HE = re.compile(r"\b(?:he|him|his|himself)\b", re.IGNORECASE)
 _STAGE_PRONOUN = re.compile(r"^\s*(She|He|Her|His)\b")
+_ANY_PRONOUN = re.compile(r"\b(she|he|her|his)\b", re.IGNORECASE)
+# Words before a pronoun that name someone else it could stand for.
+_SOMEONE = re.compile(r"\b(?:someone|somebody|anyone|everyone|nobody|man|woman|boy|girl|person|they|"
+                      r"mother|father|mum|dad|mom|brother|sister|son|daughter|wife|husband|partner|friend|"
+                      r"boss|manager|colleague|neighbour|neighbor|doctor|nurse|teacher|landlord|child|baby|"
+                      r"aunt|uncle|cousin|gran|grandad|grandma|grandpa|nan|who|whom)\b", re.IGNORECASE)
 
 
 def pronoun_of(persona: Persona) -> str | None:
@@ -387,4 +438,13 @@ def _pronoun_problem(text: str, pronoun: str) -> str | None:
     start = _STAGE_PRONOUN.match(text)
     if start and ("she" if start.group(1) in ("She", "Her") else "he") != pronoun:
         return f"starts with {start.group(1)!r}, but the persona is '{pronoun}' in its own card"
+    # "Later that night, he asks ...": the first pronoun, with no one else named before it, is
+    # the persona's too.
+    first = _ANY_PRONOUN.search(text)
+    if first is None or start:
+        return None
+    said = "she" if first.group(1).lower() in ("she", "her") else "he"
+    before = text[:first.start()]
+    if said != pronoun and not _SOMEONE.search(before) and not capitalised_mid_sentence(before):
+        return f"{first.group(0)!r} ({before.strip()} …) is the persona, who is '{pronoun}' in its own card"
     return None
