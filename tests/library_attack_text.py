@@ -246,6 +246,30 @@ def plant_name(root: Path, plant: Plant) -> None:
         edit_yaml(root, plant.into_file, lambda d: d.__setitem__("other_names", [*(d.get("other_names") or []), plant.data]))
 
 
+# What a shared card says of the persona's brothers and sisters, against players with none or
+# one: iris and otto (one each) play locked-out, sefa (none) first-harvest; no Chinese player has any.
+SIBLINGS: dict[Language, list[tuple[str, str, str]]] = {
+    "en": [(LOCKED, "stages[0]", "Says her brothers and sisters never lose keys."),
+           (LOCKED, "memories[0].text", "As an only child she had nobody to blame."),
+           (HARVEST, "stages[1]", "He says none of his siblings wanted the plot."),
+           (HARVEST, "memories[0].text", "His sister carried the other tray."),
+           (HARVEST, "topic", "His siblings never wanted the plot."),
+           (HARVEST, "memories[1].text", "The sibling who stayed took the van."),
+           (LOCKED, "stages[2]", "Her sisters and brothers call it a pattern.")],
+    "zh": [(FATHER, "stages[1]", "他说兄弟姐妹都劝他别急。"), (QINGMING, "stages[2]", "他说兄妹俩小时候常来这里。"),
+           (KAOYAN, "stages[1]", "她说亲姐妹也没这么操心过她。"), (FATHER, "memories[0].text", "手足几个里他最怕父亲。"),
+           (QINGMING, "memories[1].text", "姐弟俩轮流提着青团。"), (KAOYAN, "stages[0]", "她说兄弟俩考研都没考上。"),
+           (TEST_ZH, "cases[0].opening", "兄弟姐妹都还不知道！！")],
+}
+
+
+def siblings(language: Language) -> Callable[[random.Random], list[Plant]]:
+    def variants(rng: random.Random) -> list[Plant]:
+        return [Plant(f"{text!r} in {file} {field}", file, field, text, ("a shared card fits",))
+                for file, field, text in rng.sample(SIBLINGS[language], 6)]
+    return variants
+
+
 def _both(name: str, make: Callable[[Language], Callable[[random.Random], list[Plant]]],
           plant: Callable[[Path, Plant], None] = append_text, batch: bool = True,
           check: Callable[[Path], list[InputError]] = problems_of) -> list[FaultClass]:
@@ -260,4 +284,5 @@ CLASSES: list[FaultClass] = [
     *_both("NUL and control characters", controls, plant_control, batch=False),
     *_both("training on the test split", training, plant_training, batch=False, check=_training_check),
     *_both("test names in dev (other_names, sentence start)", names, plant_name, batch=False),
+    *_both("a shared card's siblings the persona lacks", siblings, batch=False),
 ]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from emobench.env import EmoEnv, split_training_config
 from emobench.errors import InputError
+from emobench.registry.card_fit import check_card_fit
 from emobench.registry.injection import addressed_to_models, disguised
 from emobench.registry.loader import display_path, load_registry
 from emobench.registry.normalise import fold
@@ -109,3 +110,20 @@ def test_training_configs_and_pages_are_checked(tmp_path: Path) -> None:
 
 def test_the_shipped_configs_and_pages_train_on_no_test_case() -> None:
     assert list(check_training(load_registry(Path(__file__).parents[1]))) == []
+
+
+def test_what_a_shared_card_says_of_siblings_is_checked_against_each_player(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    shutil.copytree(ED4, root)
+    card = root / "scenarios/locked-out.yaml"
+    text = card.read_text(encoding="utf-8")
+    card.write_text(text.replace("  - Wants to know how", "  - Says her brothers and sisters laugh at her. Wants to know how")
+                    .replace("  - Mentions it is", "  - As the eldest child, mentions it is"), encoding="utf-8")
+    iris = root / "personas/iris.yaml"
+    iris.write_text(iris.read_text(encoding="utf-8").replace("relation: brother", "relation: older brother"))
+    found = [(e.field, e.problem.split(" in facts")[0]) for e in check_card_fit(load_registry(root))]
+    many = "'brothers and sisters' needs two or more brothers and sisters, but persona"
+    assert found == [("stages[0]", f"{many} 'iris' (case test4-01) has Tobin"),
+                     ("stages[1]", "'the eldest child' needs no older brother or sister, but persona 'iris' "
+                                   "(case test4-01) has Tobin"),
+                     ("stages[0]", f"{many} 'otto' (case test4-02) has Wren")]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from emobench.errors import InputError
+from emobench.registry.card_fit import check_card_fit
 from emobench.registry.edition4 import check_edition4
 from emobench.registry.fact_rules import check_edition3
 from emobench.registry.injection import check_injection
@@ -37,7 +38,8 @@ def check_library(reg: Registry) -> list[InputError]:
     """Every broken authoring rule of the current edition, in file order; each language's
     cards and splits are held to the rules on their own (a Chinese test split is held out
     from the Chinese dev and demo splits)."""
-    problems = [*check_injection(reg), *check_training(reg)]  # once: they read the whole library
+    # once: they read the whole library
+    problems = [*check_injection(reg), *check_training(reg), *check_card_fit(reg)]
     for language in reg.languages:
         problems += _language_rules(reg.view(language), language)
     return sorted(problems, key=lambda e: (e.source, _natural(e.field), e.problem))
