@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tests.library_attack_kit import FaultClass, Language, Plant, edit_yaml
+from tests.library_attack_kit import FaultClass, Language, Plant, append_text, edit_yaml
 
 PICK = 5  # variants drawn per class
 # English fixture (tests/data/registry/ed4): test4-01 (locked-out, iris), test4-02 (locked-out,
@@ -205,7 +205,8 @@ def _twin_plant(root: Path, plant: Plant) -> None:
 
 def _twins(language: Language, pool: list[tuple[str, str, str]], test_file: str, dev_file: str) -> FaultClass:
     def variants(rng: random.Random) -> list[Plant]:
-        return [Plant(f"twin: {w[0]!r} …", test_file, "needs", "", ("paraphrase",), data={"whys": w, "in": dev_file})
+        return [Plant(f"twin: {w[0]!r} …", test_file, "needs", "", ("paraphrase", "appears nowhere else"),
+                      data={"whys": w, "in": dev_file})
                 for w in _draw(rng, pool)]
     return FaultClass("twin persona across the split", language, variants, _twin_plant)
 
@@ -290,4 +291,122 @@ CLASSES = [
     _retold("zh", RETOLD_ZH, FATHER),
     _twins("en", TWIN_EN, IRIS, SEFA),
     _twins("zh", TWIN_ZH, CHEN, WANG),
+]
+
+
+# Facts said in other words (English fixture: Iris, born 1986, of Brindle, a ferry mechanic;
+# her mother Rowan dead in 2020, her brother Tobin alive; the-workshop-key is hers alone).
+WORKSHOP = "scenarios/the-workshop-key.yaml"
+FACTS_EN: dict[str, tuple[str, str, tuple[str, ...], list[str]]] = {
+    # name: (file, field the text goes into, words the catch says, variants)
+    "death words for the living": (WORKSHOP, "stages[1]", ("alive",), [
+        "She mentions her late brother would have laughed at the toolbox.",
+        "She says that since Tobin passed away nobody fixes anything.",
+        "She says Tobin loved the slipway, so they scattered his ashes there.",
+        "She says Tobin's funeral was the last time the family met.",
+        "She says she has been mourning her brother all winter.",
+        "She says her brother has been gone three years now.",
+        "She talks about her late older brother and the boat."]),
+    "widowed without a dead spouse": (WORKSHOP, "stages[1]", ("widow",), [
+        "She says that since she became a widow she keeps busy.",
+        "She says widowhood has made her careful with money.",
+        "She says she was left a widow with a half-built boat.",
+        "She says ever since being widowed the evenings are long.",
+        "She says becoming a widow at forty was not the plan."]),
+    "contact with the dead": (WORKSHOP, "stages[1]", ("is dead",), [
+        "She says she talked to her mother on the phone yesterday about the keys.",
+        "She says she rang Rowan this morning to tell her the news.",
+        "She says yesterday she spoke with her mother about the slipway.",
+        "She says she was on the phone with her mother for an hour.",
+        "She says she saw her mother yesterday at the harbour.",
+        "She says her mother keeps asking about the workshop."]),
+    "present memory of the dead": (WORKSHOP, "memories[2].text", ("is dead",), [
+        "Rowan rings every Sunday to ask about the boats.",
+        "Her mother keeps asking when the workshop opens.",
+        "Rowan is coming to the opening next week.",
+        "Her mother texted this morning to say well done.",
+        "Rowan calls most evenings to check on the accounts."]),
+    "age against facts.born": (TEST, "cases[2].opening", ("facts.born",), [
+        "honestly I hit thirty-five and nobody told me how to run a workshop.",
+        "I just reached fifty and they give me keys, ha.",
+        "I'm 33 years old and still learning the paperwork.",
+        "At 29, I never thought I'd run the place.",
+        "I hit 52 last month, so maybe it is time."]),
+    "home against facts.home": (TEST, "cases[2].opening", ("facts.home",), [
+        "ive lived in Carrow since the ferry started.",
+        "I'm based in Dunmere these days, so it's a commute.",
+        "We've always lived near Harwick, so the drive is fine.",
+        "I have lived in Tarrow for ten years now.",
+        "we're settled in Oldcastle now, for what it's worth."]),
+    "job said another way": (TEST, "cases[2].opening", ("facts.job",), [
+        "ok so as a nurse i know how to sign for things.",
+        "Being a teacher, I plan every first day.",
+        "and as an electrician i should know this.",
+        "So yeah, as a plumber I have never run a team.",
+        "Thing is, being an accountant, I read the small print."]),
+}
+# Whole stages that replace stages[2] (the pronoun and the outcome are read at the stage's start).
+STAGES_EN: dict[str, tuple[tuple[str, ...], list[str]]] = {
+    "pronoun not at the start": (("persona",), [
+        "Later that evening, he asks who holds the spare key.",
+        "At the workshop door he hesitates.",
+        "Then, quietly, he admits the keys feel heavy.",
+        "On the first morning he signs for the tools.",
+        "After a pause he says the place smells of oil."]),
+    "scripted outcome in other words": (("scripts the outcome",), [
+        "By the end she has booked a meeting with the manager.",
+        "She ends up ringing Tobin to say yes.",
+        "By the time the conversation ends she has signed for everything.",
+        "She finally accepts the keys for good.",
+        "She goes ahead and signs the lease."]),
+}
+STAGES_ZH: dict[str, tuple[tuple[str, ...], list[str]]] = {
+    "scripted outcome in other words": (("scripts the outcome",), [
+        "到最后他还是去了墓地，给秀英磕了头。", "结果他还是给女儿打了电话。", "末了，他把照片收进了抽屉。",
+        "他终于答应了女儿，搬去上海。", "到了最后，他还是一个人去了西湖边。"]),
+}
+
+
+def _append_class(name: str, spec: tuple[str, str, tuple[str, ...], list[str]]) -> FaultClass:
+    file, field, expect, pool = spec
+
+    def variants(rng: random.Random) -> list[Plant]:
+        return [Plant(f"{name}: {t!r}", file, field, t, expect) for t in _draw(rng, pool)]
+    return FaultClass(name, "en", variants, append_text)
+
+
+def _stage_plant(root: Path, plant: Plant) -> None:
+    _set(root, plant.file, ["stages", 2], plant.text)
+
+
+def _stage_class(name: str, language: Language, file: str, spec: tuple[tuple[str, ...], list[str]]) -> FaultClass:
+    expect, pool = spec
+
+    def variants(rng: random.Random) -> list[Plant]:
+        return [Plant(f"{name}: {t!r}", file, "stages[2]", t, expect) for t in _draw(rng, pool)]
+    return FaultClass(name, language, variants, _stage_plant)
+
+
+def _mixed_plant(root: Path, plant: Plant) -> None:
+    """A dead half-brother beside Iris's living brother Tobin: "her brother" is still Tobin."""
+    edit_yaml(root, IRIS, lambda d: d["facts"]["relatives"].append(
+        {"name": "Ash", "relation": "half-brother", "status": "dead", "born": 1980, "died": 2015}))
+    append_text(root, plant)
+
+
+def _mixed() -> FaultClass:
+    pool = ["She says her brother's funeral was small.", "She says she buried her brother last spring.",
+            "She mentions her late brother and his boat.", "She says her brother died young.",
+            "She says she still visits her brother's grave.", "She says her brother has been gone a year."]
+
+    def variants(rng: random.Random) -> list[Plant]:
+        return [Plant(f"mixed status: {t!r}", WORKSHOP, "stages[1]", t, ("alive",)) for t in _draw(rng, pool)]
+    return FaultClass("mixed-status relation", "en", variants, _mixed_plant)
+
+
+CLASSES += [
+    *(_append_class(name, spec) for name, spec in FACTS_EN.items()),
+    *(_stage_class(name, "en", WORKSHOP, spec) for name, spec in STAGES_EN.items()),
+    *(_stage_class(name, "zh", "scenarios/zh/qingming-first-year.yaml", spec) for name, spec in STAGES_ZH.items()),
+    _mixed(),
 ]

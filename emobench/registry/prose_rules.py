@@ -209,13 +209,25 @@ def _pronoun_death(ref: str, people: list[Person], text: str) -> re.Match[str] |
     """A pronoun's death words soon after the person is named, when no one dead is named in
     the text (the pronoun could be theirs)."""
     present = words_of(text)
-    if any(p.status == "dead" and named_by(p, people) & present for p in people):
-        return None
+    dead = {_gender(p.relation) for p in people if p.status == "dead" and named_by(p, people) & present}
     for named in _compiled(ref).finditer(text):
         window = text[named.end():named.end() + _PRONOUN_REACH]
-        if found := _PRONOUN_DEATH.search(window):
+        found = _PRONOUN_DEATH.search(window)
+        said = _gender(found.group(0)) if found else None
+        if found and not dead & {said, None}:  # a dead person the pronoun could stand for is named
             return found
     return None
+
+
+_FEMALE = re.compile(r"\b(?:she|her|mother|mum|mom|mam|sister|wife|daughter|aunt|niece|grandmother|gran|"
+                     r"girlfriend|fianc[ée]e|stepmother|stepsister|stepdaughter|granddaughter)\b", re.I)
+_MALE = re.compile(r"\b(?:he|him|his|father|dad|papa|brother|husband|son|uncle|nephew|grandfather|grandad|"
+                   r"boyfriend|fianc[ée]|stepfather|stepbrother|stepson|grandson|half-brother)\b", re.I)
+
+
+def _gender(words: str) -> str | None:
+    """ "f" or "m" when the words (a relation, a pronoun phrase) say it, else None."""
+    return "f" if _FEMALE.search(words) else "m" if _MALE.search(words) else None
 
 
 def _first(templates: tuple[str, ...], ref: str, text: str) -> re.Match[str] | None:
