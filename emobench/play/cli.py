@@ -223,7 +223,7 @@ def play(
     connections_per_address: Annotated[int | None, typer.Option(
         help="Open connections of one client address (default 64).")] = None,
     max_connections: Annotated[int | None, typer.Option(
-        help="Open connections in all (default 1000; never within 256 of the open-file limit, raised as far as allowed).")] = None,
+        help="Open connections in all (default 1000; at most the open-file limit less 256).")] = None,
 ) -> None:
     """Serve a page where people play the user or the supporter; episodes go to a normal run directory."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
