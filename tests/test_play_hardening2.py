@@ -57,8 +57,9 @@ def config(tmp_path_factory: pytest.TempPathFactory, fake: FakeOpenAIServer) -> 
 
 @pytest.fixture(scope="module")
 def shared(config: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlay]:
-    """One server with no request limits, for the tests that do not count requests."""
-    server = LocalPlay(config, "user", tmp_path_factory.mktemp("shared") / "run", **OPEN)
+    """One server with no request or per-address limits, for the tests that do not count them."""
+    server = LocalPlay(config, "user", tmp_path_factory.mktemp("shared") / "run", handles_per_address=1000,
+                       open_per_address=1000, **OPEN)
     yield server
     server.stop()
 
@@ -357,3 +358,22 @@ def test_judging_a_play_run_again_keeps_no_copy_outside_it(config: Path, fake: F
     assert words in (run / "panels" / "again" / "judgements.jsonl").read_text()
     with sqlite3.connect(outside) as db:
         assert db.execute("SELECT COUNT(*) FROM responses").fetchone() == (0,)
+
+
+def test_a_key_the_endpoint_refuses_is_a_502_and_one_line(shared: LocalPlay, idle: FakeOpenAIServer,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """The operator's key is revoked mid-study: the person sees one line and can send again; no 500, no traceback."""
+    server = shared
+    token = server.join(f"k{secrets.token_hex(3)}")
+    _, path = _episode(server, token)
+    idle.state.key = "a-key-the-server-does-not-send"
+    try:
+        with caplog.at_level(logging.WARNING):
+            status, body = server.call("POST", path + "/turn", {"message": "are you there", "meter": 40})
+            left, view = server.call("POST", path + "/leave", {"message": "bye then", "meter": 40})
+    finally:
+        idle.state.key = None
+    assert status == 502 and "send again" in body["error"] and "127.0.0.1" not in body["error"]
+    assert left == 200 and view["done"] and "judges did not answer" in (view["error"] or "")  # the episode is kept
+    assert not any(r.exc_info for r in caplog.records) and "Traceback" not in caplog.text
+    assert any("401" in r.getMessage() for r in caplog.records)  # the operator is told why, once per call

@@ -3,13 +3,16 @@ one-line words it shows them when something fails."""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
 from emobench.episode.stepper import EpisodeState
+from emobench.errors import EndpointError, InputError
 from emobench.play.journal import JournalHead
 from emobench.records import Episode
 
+MODEL_FAULTS = (EndpointError, InputError)  # see model_fault: of InputErrors, only a refused key
 MAX_MESSAGE = 4000  # characters of one message a person may send
 RETRY = "Your conversation is kept; send again to retry."
 
@@ -37,3 +40,15 @@ def short_fault(problem: str) -> str:
             break
         words.append(word)
     return " ".join(words[:8]) or "no answer"
+
+
+def model_fault(exc: BaseException) -> str | None:
+    """A failed model call in a few words for the page (never an address); None when exc is no such
+    failure. A key the endpoint refuses (HTTP 401) is the operator's to fix: their terminal gets the
+    whole line, without a traceback."""
+    if isinstance(exc, EndpointError):
+        return short_fault(exc.problem)
+    if isinstance(exc, InputError) and exc.field == "api_key_env":
+        logging.getLogger("emobench.play").warning("emobench play: %s", str(exc).splitlines()[0])
+        return "its endpoint refused the server's key"
+    return None

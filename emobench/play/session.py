@@ -22,11 +22,10 @@ from typing import Literal
 from emobench.episode.probe import run_probe
 from emobench.episode.roles import WorldRoles
 from emobench.episode.stepper import EpisodeState, now, subject_conversation
-from emobench.errors import EndpointError
 from emobench.play import journal
 from emobench.play.journal import JournalHead, JournalResume, JournalStop, JournalTurn
 from emobench.play.limits import Addresses, Quota
-from emobench.play.live import MAX_MESSAGE, RETRY, Live, short_fault
+from emobench.play.live import MAX_MESSAGE, MODEL_FAULTS, RETRY, Live, model_fault
 from emobench.play.rebuild import Bound, fork, human_reply, open_state, rebuild
 from emobench.play.store import Deleted, Player, PlayError, PlayStore, token_hash
 from emobench.records import Episode, HumanSeat, ModelCall, UserMove
@@ -266,12 +265,13 @@ class PlayHub:
             await self.store.write_journal(live.head, line)
         except PlayError:
             raise
-        except EndpointError as exc:
-            live.error = f"A model did not answer ({short_fault(exc.problem)}). {RETRY}"
+        except Exception as exc:
+            fault = model_fault(exc)
+            if fault is None:
+                live.error = f"This turn failed on the server. {RETRY}"
+                raise
+            live.error = f"A model did not answer ({fault}). {RETRY}"
             raise PlayError(live.error, status=502) from None
-        except Exception:
-            live.error = f"This turn failed on the server. {RETRY}"
-            raise
         live.state, live.error = work, None
         live.human_s.append(line.human_s)
         live.model_s.append(line.model_s)
@@ -290,7 +290,9 @@ class PlayHub:
                     subject, bound.prompts.probe, subject_conversation(bound.prompts, state.history), state.seed,
                     bound.limits.simulator_retries,
                 )
-            except EndpointError:  # the conversation is what counts; the episode is kept without the probe
+            except MODEL_FAULTS as exc:  # the conversation is what counts; the episode is kept without the probe
+                if model_fault(exc) is None:
+                    raise
                 live.error = "The model did not answer the closing question; your episode is saved without it."
         head = live.head
         seat = HumanSeat(
@@ -324,8 +326,11 @@ class PlayHub:
     async def _judge_once(self, head: JournalHead, episode: Episode) -> str | None:
         try:
             await self.store.judge(head, episode, self.cases[head.case_id])
-        except EndpointError as exc:
-            return short_fault(exc.problem)
+        except MODEL_FAULTS as exc:
+            fault = model_fault(exc)
+            if fault is None:
+                raise
+            return fault
         return None
 
     def _open_state(self, head: JournalHead, world: WorldRoles) -> EpisodeState:
