@@ -182,14 +182,27 @@ def append_text(root: Path, plant: Plant) -> None:
     edit_yaml(root, plant.into_file or plant.file, change)
 
 
+README = Path(__file__).parents[1] / "scenarios" / "README.md"
+TABLE_START, TABLE_END = "<!-- kit table: python -m tests.library_attack_kit --seed 0 -->\n", "\n<!-- end of kit table -->"
+
+
+def readme_table(text: str) -> str:
+    """The table scenarios/README.md shows, between its markers."""
+    return text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.library_attack_kit", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--misses", action="store_true", help="list the variants that passed")
+    parser.add_argument("--write-readme", action="store_true", help="put the table in scenarios/README.md")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
         rates = run_kit(all_classes(), args.seed, Path(work))
     print(table(rates))
+    if args.write_readme:
+        text = README.read_text(encoding="utf-8")
+        README.write_text(text.replace(TABLE_START + readme_table(text), TABLE_START + table(rates)), encoding="utf-8")
     if args.misses:
         for r in rates:
             for label in r.missed:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.library_attack_kit import TARGET, FaultClass, all_classes, measure, run_kit, table
+from tests.library_attack_kit import README, TARGET, FaultClass, all_classes, measure, readme_table, run_kit, table
 from tests.library_attack_text import CLASSES as TEXT_CLASSES
 
 
@@ -51,3 +51,8 @@ def test_every_class_is_caught_at_its_stated_rate(tmp_path: Path, seed: int) -> 
     for rate, fault in zip(run_kit(all_classes(), seed, work), all_classes(), strict=True):
         assert fault.floor <= TARGET
         assert rate.rate >= fault.floor, (rate.name, rate.language, rate.missed)
+
+
+@pytest.mark.soak
+def test_the_readme_shows_the_kit_at_seed_0(tmp_path: Path) -> None:
+    assert readme_table(README.read_text(encoding="utf-8")) == table(run_kit(all_classes(), 0, tmp_path))

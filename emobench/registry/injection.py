@@ -42,8 +42,9 @@ def disguised(text: str) -> str | None:
             continue
         for char in word:
             plain = fold(char)
+            # Latin's own look-alikes (ɡ, æ) stay: the patterns read them folded, and æ is a letter
             if plain != char and plain.isascii() and plain.isalnum() and not unicodedata.name(
-                    char, "").startswith(("LATIN", "FULLWIDTH", "DIGIT")):
+                    char, "").startswith(("LATIN", "FULLWIDTH DIGIT", "DIGIT")):
                 return (f"{word!r} holds {unicodedata.name(char, hex(ord(char)))}, which imitates "
                         f"{plain!r}")
     return None
