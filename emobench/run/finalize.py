@@ -25,6 +25,7 @@ from emobench.scoring.replay import rejudged
 from emobench.scoring.validity import run_validity
 from emobench.trackers.affect import default_tracker
 from emobench.trackers.languages import tracker_absence, trackers_note
+from emobench.trackers.pool import read_episodes, scoring_workers
 
 
 def accounting(
@@ -69,12 +70,14 @@ def invalid_judgements(episodes: list[Episode]) -> dict[str, int]:
 
 
 def finalize_run(
-    out: RunDir, registry: Registry, *, source: RunDir | None = None, tick: Callable[[str, int, int], None] | None = None
+    out: RunDir, registry: Registry, *, source: RunDir | None = None, tick: Callable[[str, int, int], None] | None = None,
+    workers: int | None = None,
 ) -> list[Episode]:
     """Score every episode and write scores.parquet, pairwise.parquet and report.json to out.
 
     source is the run whose episodes a rescore judged again (out is then its panel folder);
-    tick, when given, hears of each episode scored.
+    tick, when given, hears of each episode scored; workers: the processes that read the
+    trackers (None: EMOBENCH_SCORING_WORKERS or the cores; trackers/pool.py).
     """
     origin = source or out
     origin_manifest = origin.read_manifest()
@@ -88,18 +91,25 @@ def finalize_run(
     # An imported run (another benchmark's transcripts, e.g. EMPA's Chinese ones) skips the
     # English MiniLM affect tracker: it does not apply, and it is most of finalize's time.
     # Nor does it read a language it was not made for: a Chinese run never loads it.
-    tracked = any(tracker_absence(registry.case(e.case_id).language) is None for e in episodes)
-    tracker = None if "external" in origin_manifest or not tracked else default_tracker()
+    tracked = ["external" not in origin_manifest and tracker_absence(registry.case(e.case_id).language) is None
+               for e in episodes]
+    # The tracker's readings first, on every core (trackers/pool.py): they are most of the time.
+    texts = [[t.user.message for t in e.turns] for e, read in zip(episodes, tracked, strict=True) if read]
+    count = scoring_workers(len(texts), workers)
+    readings = iter(read_episodes(texts, count, tick and (lambda done: tick("scoring", done, len(episodes)))))
+    tracker = default_tracker() if texts else None
     scored = []
     rows = []
-    for done, episode in enumerate(episodes, start=1):
+    for episode, read in zip(episodes, tracked, strict=True):
         judgement = judgements.get(episode.key)
         if judgement is not None and judgement.mdep is not None:
             episode = rejudged(episode, judgement.mdep, min_turns, load_profile(profile).engine)
         scored.append(episode)
-        rows.append(score_episode(episode, registry.case(episode.case_id), out.path.name, judgement, tracker, profile))
-        if tick is not None:
-            tick("scoring", done, len(episodes))
+        case = registry.case(episode.case_id)
+        rows.append(score_episode(episode, case, out.path.name, judgement, tracker, profile,
+                                  readings=next(readings) if read else None))
+    if tick is not None:
+        tick("scoring", len(episodes), len(episodes))
     table = scores_table(rows)
     pq.write_table(table, out.scores)
     verdicts = read_records(out.pairwise_log, PairwiseVerdict)

@@ -43,18 +43,24 @@ def score_episode(
     judgement: EpisodeJudgement | None = None,
     tracker: AffectTracker | None = None,
     profile: str = DEFAULT_PROFILE,
+    readings: list[AffectReading] | None = None,
 ) -> dict[str, Any]:
     """The row for one episode; pass the replayed episode when a rescore changed its turns.
 
     EPM-Q is scored under the run's profile, and once more under `empa` for `epmq_empa`. Without
     a tracker the affect columns are null (the runner always passes one); on a case in a language
-    the trackers do not read they are null too, and trackers_absent says so by name."""
+    the trackers do not read they are null too, and trackers_absent says so by name. `readings`:
+    the tracker's readings of the user's messages when read already (finalize reads a run's
+    episodes in worker processes, emobench/trackers/pool.py)."""
     judged = [t for t in episode.turns if t.judgement.valid and t.judgement.vector is not None and t.epm is not None]
     holistic = mean_scores(judgement.holistic) if judgement else dict.fromkeys(HOLISTIC_DIMENSIONS)
     probe = probe_scores(episode.probe, case.persona)
     messages = [t.user.message for t in episode.turns]
     absent = tracker_absence(case.language)
-    readings = tracker.read(messages) if tracker and absent is None else None
+    if tracker is None or absent is not None:
+        readings = None
+    elif readings is None:
+        readings = tracker.read(messages)
     row: dict[str, Any] = {
         "run_id": run_id,
         "subject": episode.subject,
