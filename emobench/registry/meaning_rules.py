@@ -215,13 +215,10 @@ def near_phrase(need: str, why: str, language: Language) -> str:
     count = content_words if language == "en" else zh_content_words
     for i in range(len(n) - k + 1):
         run = n[i:i + k]
-        if len(count(joiner.join(run))) < 2:
-            continue
-        for size in (k - 1, k, k + 1):
-            for j in range(len(w) - size + 1):
-                other = w[j:j + size]
-                if other[0] == run[0] and other[-1] == run[-1] and _one_edit(run[1:-1], other[1:-1]):
-                    return joiner.join(shown[i:i + k])
+        near = any(w[j] == run[0] and w[j + size - 1] == run[-1] and _one_edit(run[1:-1], w[j + 1:j + size - 1])
+                   for size in (k - 1, k, k + 1) for j in range(len(w) - size + 1))
+        if near and len(count(joiner.join(run))) >= 2:  # content words read last: jieba is slow
+            return joiner.join(shown[i:i + k])
     return ""
 
 

@@ -230,8 +230,24 @@ def _gender(words: str) -> str | None:
     return "f" if _FEMALE.search(words) else "m" if _MALE.search(words) else None
 
 
+@lru_cache(maxsize=1024)
+def _anchors(template: str) -> tuple[str, ...]:
+    """The template's own words: every match holds one of them, so a text with none is not
+    searched (compiling a template for each person costs more than all the searching)."""
+    bare = re.sub(r"\{\w+\}|\\[a-zA-Z]", " ", template)
+    return tuple({w for w in re.findall(r"[a-z']{3,}", bare.lower())})
+
+
+def _may_match(template: str, text: str) -> bool:
+    low = text.lower()
+    anchors = _anchors(template)
+    return not anchors or any(a in low for a in anchors)
+
+
 def _first(templates: tuple[str, ...], ref: str, text: str) -> re.Match[str] | None:
     for template in templates:
+        if not _may_match(template, text):
+            continue
         if found := _compiled(template.replace("{ref}", ref)).search(text):
             return found
     return None
@@ -276,7 +292,7 @@ def _durations(reg: Registry, persona: Persona, people: list[Person], field: Fie
         candidates = ([p for p in people if p.status == "dead" and p.relation in spouses]
                       if "{ref}" not in template else [p for p in people if p.status == "dead"])
         for person in candidates:
-            if "{ref}" in template and not named_by(person, people) & words_of(text):
+            if ("{ref}" in template and not named_by(person, people) & words_of(text)) or not _may_match(template, text):
                 continue
             pattern = (template.replace("{num}", amount).replace("{when}", amount)
                        .replace("{ref}", reference(person, people)))
