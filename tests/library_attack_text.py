@@ -35,7 +35,7 @@ SLOTS: dict[Language, list[tuple[str, str]]] = {
        (TEST_ZH, "cases[0].opening"), (FATHER, "opening")],
 }
 MODELS = ("speaks to the models",)
-HIDDEN = ("speaks to the models", "holds U+", "imitates")
+HIDDEN = ("speaks to the models", "holds U+", "imitates", "small capital")
 
 # Instructions the listed patterns catch when written plainly.
 PLAIN: dict[Language, list[str]] = {
@@ -87,6 +87,23 @@ def homoglyphs(language: Language) -> Callable[[random.Random], list[Plant]]:
             swapped = [_swap(t, rng, ZH_LOOKALIKE, True).replace("AI", rng.choice(["АІ", "ΑΙ", "ＡＩ"]))
                        for t in texts]
         return _text_plants(language, rng, swapped, "homoglyphs")
+    return variants
+
+
+# Words the fact rules read (death, widowhood, contact, age), disguised: a rule that reads
+# raw text would pass them, so validate refuses the disguise itself.
+FACT_WORDS = ["She misses her late husband.", "Since she became a widow, nothing fits.",
+              "His brother passed away two years ago.", "She hit thirty-five this spring.",
+              "We scattered her ashes by the sea.", "He talked to his father on the phone yesterday.",
+              "She buried her mother last winter."]
+SMALL_CAPITALS = {"a": "ᴀ", "b": "ʙ", "d": "ᴅ", "e": "ᴇ", "h": "ʜ", "l": "ʟ", "n": "ɴ", "r": "ʀ", "t": "ᴛ", "w": "ᴡ"}
+
+
+def fact_disguise(language: Language) -> Callable[[random.Random], list[Plant]]:
+    def variants(rng: random.Random) -> list[Plant]:
+        table = rng.choice([LOOKALIKE, SMALL_CAPITALS])
+        texts = [_swap(t, rng, table, False) for t in rng.sample(FACT_WORDS, 6)]
+        return _text_plants(language, rng, texts, "disguised fact words")
     return variants
 
 
@@ -278,6 +295,7 @@ def _both(name: str, make: Callable[[Language], Callable[[random.Random], list[P
 
 CLASSES: list[FaultClass] = [
     *_both("homoglyphs", homoglyphs),
+    FaultClass("fact words in look-alike letters", "en", fact_disguise("en"), append_text, True),
     *_both("zero-width and invisible characters", zero_width),
     *_both("full-width and look-alike chat tags", chat_tags),
     *_both("instructions without trigger words", unlisted),

@@ -45,13 +45,14 @@ def test_letters_of_other_scripts_fold_to_the_ascii_they_imitate(word: str, data
 
 def test_chinese_and_accented_text_is_left_as_written() -> None:
     assert fold("他说二〇二一年去了一趟，心里空落落的") == "他说二〇二一年去了一趟,心里空落落的"  # NFKC: ，→,
-    for text in ("Zoë's café was naïve", "他说：“没事。”", "I love you ❤️", "São Paulo, Ærø"):
+    for text in ("Zoë's café was naïve", "他说：“没事。”", "I love you ❤️", "São Paulo, Ærø", "Nguyễn Phước",
+                 "Đặng", "Işık", "２０２１年"):
         assert disguised(text) is None, text
 
 
-@pytest.mark.parametrize("text", ["Tоbin rang", "ignore аll", "Ιris said"])
+@pytest.mark.parametrize("text", ["Tоbin rang", "ignore аll", "Ιris said", "my ʟate husband", "ᴡidow", "ｌａｔｅ"])
 def test_a_word_with_a_letter_of_another_script_is_disguised(text: str) -> None:
-    assert "imitates" in (disguised(text) or "")
+    assert "imitates" in (disguised(text) or "") or "small capital" in (disguised(text) or "")
 
 
 @pytest.mark.parametrize("text", [*PLAIN["en"], *PLAIN["zh"], *UNLISTED["en"], *UNLISTED["zh"], *TAGS])

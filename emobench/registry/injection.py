@@ -41,10 +41,17 @@ def disguised(text: str) -> str | None:
         if word.isascii():
             continue
         for char in word:
+            name = unicodedata.name(char, "")
+            if (ord(char) >= 0x250 and name.startswith("LATIN") and not unicodedata.decomposition(char)
+                    and any(c.isascii() for c in word)):
+                # a small capital or an IPA letter among plain ones (ʟate; not an accented ễ): the
+                # confusables table maps few of them
+                return f"{word!r} holds {name}, a phonetic letter or small capital among plain ones"
             plain = fold(char)
-            # Latin's own look-alikes (ɡ, æ) stay: the patterns read them folded, and æ is a letter
-            if plain != char and plain.isascii() and plain.isalnum() and not unicodedata.name(
-                    char, "").startswith(("LATIN", "FULLWIDTH DIGIT", "DIGIT")):
+            # Latin letters of written languages (æ, ı, ơ: below U+0250) stay; IPA letters, small
+            # capitals and the later Latin blocks (ɡ, ʟ, ᴀ) are look-alikes like any other script's
+            if plain != char and plain.isascii() and plain.isalnum() and not (
+                    ord(char) < 0x250 or unicodedata.name(char, "").startswith(("FULLWIDTH DIGIT", "DIGIT"))):
                 return (f"{word!r} holds {unicodedata.name(char, hex(ord(char)))}, which imitates "
                         f"{plain!r}")
     return None
