@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import subprocess
 import sys
 from collections import Counter
@@ -17,7 +18,7 @@ from emobench.cli_support import bare_ray_flag
 from emobench.config import validate_config
 from emobench.errors import InputError
 from emobench.run.ray_budget import EndpointBudget, LeasedGate, batch_size
-from emobench.run.ray_executor import check
+from emobench.run.ray_executor import WorkerFaults, check
 from emobench.run.runner import ROOT
 
 
@@ -125,3 +126,78 @@ def test_without_ray_installed_emobench_runs_and_ray_is_refused_in_one_line(tmp_
     assert done.returncode == 2, done.stderr
     assert lines[-1] == "error: --ray: Ray is not installed: pip install 'emobench[ray]'", done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "r").exists()
+
+
+_KINDS = ["start", "fault", "loose", "finish", "restart", "lose"]
+_EVENT = st.tuples(st.sampled_from(_KINDS), st.integers(0, 1), st.integers(0, 7))
+
+
+@settings(max_examples=40, deadline=None)
+@given(events=st.lists(_EVENT, max_size=60))
+def test_each_fault_reaches_the_run_once_with_its_episode_though_workers_are_lost(events: list[tuple[str, int, int]]) -> None:
+    """Two worker slots play episodes, meet faults in them and outside them, finish them, and are
+    killed (Ray restarts the worker) or lost for good (the driver takes over). Whatever happens,
+    every fault is written exactly once, and a record carries every fault its own attempt met."""
+    budget = EndpointBudget({"user": 2})
+    ledger = _Handle(budget)
+    noted: Counter[str] = Counter()
+    written: Counter[str] = Counter()
+
+    async def run() -> None:
+        workers = {h: WorkerFaults(ledger, h) for h in (0, 1)}
+        playing: dict[int, list[tuple[contextvars.Context, str, set[str]]]] = {0: [], 1: []}
+        for n, (what, h, pick) in enumerate(events):
+            fault = ("user", f"fault-{n}")  # each fault told apart by its kind
+            if what == "start":
+                context = contextvars.Context()  # the task Ray runs an actor call in
+                playing[h].append((context, context.run(WorkerFaults.begin), set()))
+            elif what == "fault" and playing[h]:
+                context, _, own = playing[h][pick % len(playing[h])]
+                context.run(workers[h].note, *fault)
+                noted[fault[1]] += 1
+                own.add(fault[1])
+            elif what == "loose":  # outside any episode (binding, say)
+                workers[h].note(*fault)
+                noted[fault[1]] += 1
+            elif what == "finish" and playing[h]:
+                _, attempt, own = playing[h].pop(pick % len(playing[h]))
+                record = workers[h].take(attempt)
+                assert own <= {kind for _, kind in record}  # its own faults, with it
+                written.update(kind for _, kind in record)
+            elif what == "restart":  # SIGKILLed; Ray starts its successor, which adopts
+                playing[h] = []
+                workers[h] = WorkerFaults(ledger, h)
+                await workers[h].adopt()
+            elif what == "lose":  # gone for good: the driver writes what it had noted
+                playing[h] = []
+                written.update(kind for _, kind in budget.adopt(h))
+                workers[h] = WorkerFaults(ledger, h)  # another worker takes its slot
+        for h in (0, 1):  # the rest finish, then what is left with the ledger is the driver's
+            for _, attempt, _ in playing[h]:
+                written.update(kind for _, kind in workers[h].take(attempt))
+            written.update(kind for _, kind in workers[h].take("none"))
+        written.update(kind for h in (0, 1) for _, kind in budget.adopt(h))
+
+    asyncio.run(run())
+    assert written == noted
+    assert not any(budget.pending.values())
+
+
+def test_a_record_carries_its_own_episodes_faults_not_another_ones() -> None:
+    budget = EndpointBudget({"user": 2})
+    worker = WorkerFaults(_Handle(budget), 0)
+
+    async def run() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        one, two = contextvars.Context(), contextvars.Context()  # two episodes in flight on one worker
+        first, second = one.run(WorkerFaults.begin), two.run(WorkerFaults.begin)
+        one.run(worker.note, "user", "429")
+        two.run(worker.note, "judge", "timeout")
+        two.run(worker.note, "judge", "500")
+        # Noted with the ledger as they happened: a kill now would not lose them.
+        assert budget.pending == {0: {first: [("user", "429")], second: [("judge", "timeout"), ("judge", "500")]}}
+        return worker.take(first), worker.take(second)
+
+    first, second = asyncio.run(run())
+    assert first == [("user", "429")]
+    assert second == [("judge", "timeout"), ("judge", "500")]
+    assert not any(budget.pending.values())  # sent with their records: settled

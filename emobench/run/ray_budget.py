@@ -5,6 +5,10 @@ Workers lease slots in batches and keep them while they have calls to make, so a
 the actor only when its worker has no slot left; idle slots beyond a batch go back. A restarted
 worker first gives back what its lost predecessor held, whose calls died with it.
 
+The same actor keeps the run's fault ledger: a worker tells it of each fault as it happens, and
+settles an episode's faults when it sends them with that episode's record; what a lost worker
+had not settled is taken over by its successor, or by the driver (ray_executor.py).
+
 Nothing here imports Ray: the executor makes ``EndpointBudget`` an actor, and a gate only
 awaits the ``.remote`` calls of the handle it is given.
 """
@@ -29,6 +33,8 @@ class EndpointBudget:
         self.free = dict(caps)
         self.held: dict[int, Counter[str]] = {}
         self.round_trips = 0
+        # holder -> episode attempt -> (endpoint, kind) of each fault not yet sent with a record
+        self.pending: dict[int, dict[str, list[tuple[str, str]]]] = {}
 
     def lease(self, role: str, want: int, holder: int) -> int:
         self.round_trips += 1
@@ -49,6 +55,22 @@ class EndpointBudget:
         for role, count in lost.items():
             self.free[role] += count
         return sum(lost.values())
+
+    def fault(self, holder: int, attempt: str, endpoint: str, kind: str) -> None:
+        self.pending.setdefault(holder, {}).setdefault(attempt, []).append((endpoint, kind))
+
+    def settle(self, holder: int, attempts: list[str]) -> None:
+        """These attempts' faults left with their records: they are the driver's now."""
+        for attempt in attempts:
+            self.pending.get(holder, {}).pop(attempt, None)
+
+    def adopt(self, holder: int, attempt: str | None = None) -> list[tuple[str, str]]:
+        """The faults a lost worker had not settled. A successor files them under its own
+        `attempt` (settled when it sends them on); the driver, with none, takes them outright."""
+        lost = [fault for faults in self.pending.pop(holder, {}).values() for fault in faults]
+        if attempt is not None and lost:
+            self.pending[holder] = {attempt: list(lost)}
+        return lost
 
     def state(self) -> dict[str, Any]:
         return {"caps": self.caps, "free": self.free, "round_trips": self.round_trips}

@@ -7,6 +7,9 @@ episodes it is handed and returns their records; only the driver writes the run 
 
 - A worker that dies is restarted by Ray and its unfinished episodes are tried again; an episode
   whose record reached the driver is written once and never handed out again.
+- The faults a worker meets travel with the record of the episode that met them, and each is
+  also noted, as it happens, with the budget actor: what a lost worker had not sent its successor
+  sends with its next record, or the driver writes, if the worker is gone for good.
 - Each role's ``max_concurrency`` holds across the cluster (emobench/run/ray_budget.py).
 - Keys are read by each worker from its own node's environment, as a local run reads them:
   nothing is put in Ray's ``runtime_env`` or in what is sent to a worker.
@@ -28,8 +31,9 @@ import shutil
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +87,46 @@ class Played:
             rd.log_fault(endpoint, kind)
 
 
+# The episode attempt a worker's task is playing: its calls' faults are filed under it.
+_ATTEMPT: ContextVar[str | None] = ContextVar("emobench_ray_attempt", default=None)
+
+
+class WorkerFaults:
+    """A worker's faults: each filed under the episode attempt whose call met it, and noted with
+    the ledger (the budget actor) as it happens, so that a worker killed mid-episode loses none.
+    An attempt's faults leave with its record and are settled with the ledger then."""
+
+    def __init__(self, ledger: Any, holder: int) -> None:
+        self._ledger = ledger
+        self._holder = holder
+        self.loose = f"loose-{uuid.uuid4().hex}"  # met outside any episode, or a predecessor's
+        self._filed: dict[str, list[tuple[str, str]]] = {}
+
+    async def adopt(self) -> None:
+        """Take over the faults a lost predecessor (same holder) had not sent."""
+        lost = await self._ledger.adopt.remote(self._holder, self.loose)
+        self._filed.setdefault(self.loose, []).extend((str(e), str(k)) for e, k in lost)
+
+    @staticmethod
+    def begin() -> str:
+        """A new attempt at an episode, for the calls of this task and the tasks it starts."""
+        attempt = uuid.uuid4().hex
+        _ATTEMPT.set(attempt)
+        return attempt
+
+    def note(self, endpoint: str, kind: str) -> None:
+        attempt = _ATTEMPT.get() or self.loose
+        self._filed.setdefault(attempt, []).append((endpoint, kind))
+        self._ledger.fault.remote(self._holder, attempt, endpoint, kind)  # not awaited: one way
+
+    def take(self, attempt: str) -> list[tuple[str, str]]:
+        """This attempt's faults and any loose ones, to send with its record."""
+        faults = self._filed.pop(attempt, []) + self._filed.pop(self.loose, [])
+        if faults:  # sent before the record leaves: the ledger hears of it first
+            self._ledger.settle.remote(self._holder, [attempt, self.loose])
+        return faults
+
+
 class EpisodeWorker:
     """A Ray actor (async: it plays many episodes at once). Roles are bound on first use, so a
     worker Ray restarts after a loss binds them again and frees its predecessor's leases."""
@@ -103,17 +147,18 @@ class EpisodeWorker:
         self._budget = ray.get_actor(spec.budget)
         self._index = index
         self._ready: asyncio.Future[None] | None = None
-        self._faults: list[tuple[str, str]] = []
+        self._faults = WorkerFaults(self._budget, index)
         self._calls_seen = 0
         self._stack = AsyncExitStack()
 
     async def _start(self) -> None:
         await self._budget.forget.remote(self._index)
+        await self._faults.adopt()
         spec, root = self._spec, Path(self._spec.root)
         config = RunConfig.model_validate(spec.config)
         cache = ResponseCache(Path(spec.cache_path)) if spec.cache_path else None
         logs = Path(tempfile.gettempdir())  # a pool writes logs only for the vllm: servers --ray refuses
-        self._pool = EndpointPool(self._stack, logs, cache, on_fault=lambda endpoint, kind: self._faults.append((endpoint, kind)))
+        self._pool = EndpointPool(self._stack, logs, cache, on_fault=self._faults.note)
 
         def wrap(place: str, role: RoleConfig, client: ChatEndpoint) -> ChatEndpoint:
             gate = LeasedGate(self._budget, place, self._index, batch_size(role.max_concurrency, spec.workers))
@@ -140,11 +185,12 @@ class EpisodeWorker:
 
     async def play(self, subject: int, case_id: str, seed: int) -> Played:
         await self._ensure()
+        attempt = self._faults.begin()
         case = self._registry.case(case_id)
         roles = self._bound.episode_roles(self._bound.subjects[subject])
         episode = await run_episode(case, roles, self._prompts, seed, self._limits, self._spec.provenance)
         judgement = await judge_episode(self._panel, case, episode, self._limits)
-        faults, self._faults = self._faults, []
+        faults = self._faults.take(attempt)
         calls = sum(c.stats.calls for c in self._pool.clients())
         new_calls, self._calls_seen = calls - self._calls_seen, calls
         records = episode.model_dump_json().encode(), judgement.model_dump_json().encode()
@@ -199,9 +245,12 @@ class RayCluster:
     address: str
     workers: list[Any]
     where: list[dict[str, Any]]
+    budget: Any = None  # the budget actor, which keeps the fault ledger too
+    log_fault: Callable[[str, str], None] | None = None  # the run folder's fault log
     calls: int = 0
     faults: int = 0
     busy: Counter[int] = field(default_factory=Counter)  # episodes in flight per worker
+    holders: dict[int, int] = field(default_factory=dict)  # worker -> its index with the budget
 
     def provenance(self) -> dict[str, Any]:
         nodes = [n for n in self.ray.nodes() if n.get("Alive")]
@@ -223,11 +272,13 @@ class RayCluster:
             try:
                 played: Played = await worker.play.remote(subject, case_id, seed)
             except RayTaskError as exc:  # the worker's own error, reported as a local run reports it
+                await self._adopt(worker)  # the faults that led to it, as a local run logs them
                 cause = exc.cause
                 raise cause if isinstance(cause, EmobenchError) else exc from None
             except RayActorError:  # lost past its restarts: the episode goes to another worker
                 if worker in self.workers:
                     self.workers.remove(worker)
+                    await self._adopt(worker)
                 continue
             finally:
                 self.busy[id(worker)] -= 1
@@ -236,11 +287,19 @@ class RayCluster:
             return played
         raise EndpointError("ray", "every worker was lost")
 
+    async def _adopt(self, worker: Any) -> None:
+        """Write the faults a worker noted but never sent with a record (none will come now)."""
+        if self.budget is None or self.log_fault is None:
+            return
+        for endpoint, kind in await self.budget.adopt.remote(self.holders[id(worker)]):
+            self.log_fault(endpoint, kind)
+            self.faults += 1
+
 
 @asynccontextmanager
 async def ray_cluster(
     address: str, config: RunConfig, root: Path, cache: ResponseCache | None, provenance: Provenance,
-    language: str = "en",
+    language: str = "en", log_fault: Callable[[str, str], None] | None = None,
 ) -> AsyncIterator[RayCluster]:
     check(config)
     ray, temp = _connect(address)
@@ -261,7 +320,8 @@ async def ray_cluster(
             scheduling_strategy="SPREAD",
         )(EpisodeWorker)
         workers = [actor.remote(spec, i) for i in range(count)]
-        cluster = RayCluster(ray, address, list(workers), [])
+        cluster = RayCluster(ray, address, list(workers), [], budget, log_fault)
+        cluster.holders = {id(w): i for i, w in enumerate(workers)}
         try:  # bind every worker's roles now: a missing key on some node is refused before any episode
             cluster.where = await asyncio.gather(*(w.where.remote() for w in workers))
         except ray.exceptions.RayTaskError as exc:

@@ -265,7 +265,7 @@ async def run_benchmark(
         if ray is not None:
             from emobench.run.ray_executor import ray_cluster
 
-            cluster = await stack.enter_async_context(ray_cluster(ray, config, root, cache, provenance, language))
+            cluster = await stack.enter_async_context(ray_cluster(ray, config, root, cache, provenance, language, rd.log_fault))
             info["ray"] = cluster.provenance()
         rd.write_json(rd.manifest, info)
 
