@@ -367,12 +367,28 @@ STAGES_ZH: dict[str, tuple[tuple[str, ...], list[str]]] = {
 }
 
 
-def _append_class(name: str, spec: tuple[str, str, tuple[str, ...], list[str]]) -> FaultClass:
+# Chinese fixture: Wang Jianguo's wife 李秀英 (秀英, 老伴) died in 2024, his daughter 王小雨 lives.
+QINGMING = "scenarios/zh/qingming-first-year.yaml"
+FACTS_ZH: dict[str, tuple[str, str, tuple[str, ...], list[str]]] = {
+    "death words for the living": (QINGMING, "stages[1]", ("alive",), [
+        "他说去年给女儿烧过纸。", "他说小雨走了快两年了。", "他说女儿已经离开我们了。",
+        "他说把女儿的骨灰放在了家里。", "他说每年都给小雨上香。", "他说他一直怀念已经去世的女儿。"]),
+    "contact with the dead": (QINGMING, "stages[1]", ("is dead",), [
+        "他说昨天跟老伴打了电话。", "他说今天和秀英视频了一会儿。", "他说刚刚给老伴发了微信。",
+        "他说秀英昨天打电话来问他吃了没。", "他说早上和老伴吃了饭才出门。"]),
+    "present memory of the dead": (QINGMING, "memories[2].text", ("is dead",), [
+        "秀英每天打电话问他冷不冷。", "老伴总是催他早点睡。", "他昨天跟秀英通了电话。",
+        "秀英天天念叨他少抽烟。", "今天早上和老伴吃了饭。"]),
+}
+
+
+def _append_class(name: str, spec: tuple[str, str, tuple[str, ...], list[str]],
+                  language: Language = "en") -> FaultClass:
     file, field, expect, pool = spec
 
     def variants(rng: random.Random) -> list[Plant]:
         return [Plant(f"{name}: {t!r}", file, field, t, expect) for t in _draw(rng, pool)]
-    return FaultClass(name, "en", variants, append_text)
+    return FaultClass(name, language, variants, append_text)
 
 
 def _stage_plant(root: Path, plant: Plant) -> None:
@@ -406,6 +422,7 @@ def _mixed() -> FaultClass:
 
 CLASSES += [
     *(_append_class(name, spec) for name, spec in FACTS_EN.items()),
+    *(_append_class(name, spec, "zh") for name, spec in FACTS_ZH.items()),
     *(_stage_class(name, "en", WORKSHOP, spec) for name, spec in STAGES_EN.items()),
     *(_stage_class(name, "zh", "scenarios/zh/qingming-first-year.yaml", spec) for name, spec in STAGES_ZH.items()),
     _mixed(),

@@ -110,3 +110,21 @@ def test_a_past_ending_or_a_weighing_is_not_scripted() -> None:
     assert scripted_outcome("They mention they have told only one person, who cried, so they ended up "
                             "doing the comforting.") is None
     assert scripted_outcome("She considers ringing her mother by the end of the week.") is None
+
+
+def test_chinese_death_and_contact_in_other_words() -> None:
+    from emobench.registry import zh_prose
+
+    mother = zh_prose.Person("周丽", "mother", "alive", 1970, None, "f")
+    brother = zh_prose.Person("李强", "older-brother", "dead", 1990, 2020, "f")
+
+    def said(person: Any, text: str, memory: bool = False, since: int | None = None) -> list[Any]:
+        return list(zh_prose._death_and_life([person], Field("card.yaml", "stages[0]", text, memory, since)))
+    for text in ("清明那天我们把我妈的骨灰撒进了江里。", "她说今年要给她妈烧纸。", "我妈走了快十年了。"):
+        assert said(mother, text), text
+        assert not said(zh_prose.Person("周丽", "mother", "dead", 1970, 2016, "f"), text)
+    for text in ("昨天跟我哥打了电话，聊到很晚。", "今天和我哥视频了一会儿。"):
+        assert said(brother, text), text
+        assert not said(zh_prose.Person("李强", "older-brother", "alive", 1990, None, "f"), text)
+    assert said(brother, "我哥每天打电话问我吃了没。", memory=True, since=2024)
+    assert not said(brother, "我哥每天打电话问我吃了没。", memory=True, since=2010)
