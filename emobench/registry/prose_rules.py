@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TypeVar
 
 from emobench.errors import InputError
@@ -32,14 +31,15 @@ from emobench.registry.prose import (
     words_of,
     years_ago,
 )
-from emobench.registry.words import capitalised_mid_sentence, name_words
-
-
-@lru_cache(maxsize=8192)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    # one pattern per person and template: more than the re module's own cache keeps
-    return re.compile(pattern, re.IGNORECASE)
-
+from emobench.registry.prose_forms import (
+    compiled,
+    late_reference,
+    may_match,
+    pronoun_death,
+    pronoun_inside,
+    told_as_living,
+)
+from emobench.registry.words import name_words
 
 MIN_PARENT_AGE = 12  # a parent is at least this many years older than their child
 CURRENT_YEARS = 2  # a "current" memory is at most this many years old (rules.py's period rule)
@@ -175,80 +175,20 @@ def _death_and_life(people: list[Person], field: Field) -> Iterator[InputError]:
             continue
         ref = reference(person, people)
         if person.status == "alive":
-            found = _late(ref, text) or _first(words.death, ref, text) or _pronoun_death(ref, people, text)
+            found = late_reference(ref, text) or _first(words.death, ref, text) or pronoun_death(ref, people, text)
             if found:
                 yield InputError(field.file, field.field, f"{found.group(0)!r} speaks of {person.name}'s "
                                  f"death, but {person.name} is alive ({person.where})")
-        elif _told_as_living(field, person) and (found := _first(words.living, ref, text)):
+        elif told_as_living(field.memory, field.since, person.died) and (found := _first(words.living, ref, text)):
             yield InputError(field.file, field.field, f"{found.group(0)!r}: {person.name} is dead "
                              f"({person.where}{f', died {person.died}' if person.died else ''})")
 
 
-def _told_as_living(field: Field, person: Person) -> bool:
-    """Contact is read in all but memories, and in a memory set after the person died ("Mum
-    rings every Sunday" as a current memory of a mother dead for five years)."""
-    if not field.memory:
-        return True
-    return field.since is not None and person.died is not None and field.since > person.died
-
-
-# Death said of a person by pronoun, after they were named: "so we scattered her ashes".
-_PRONOUN_DEATH = re.compile(
-    r"\b(?:her|his)\s+(?:ashes|funeral|grave|graveside|headstone|burial|cremation|coffin|urn|wake|memorial|"
-    r"obituary|eulogy|deathbed|death)\b|\b(?:buried|cremated|mourned|mourning|lost)\s+(?:her|him)\b|"
-    r"\b(?:she|he)\s+(?:died|passed away|passed on|was buried|was cremated)\b", re.IGNORECASE)
-_PRONOUN_REACH = 200  # characters after the name that a pronoun is read as theirs
-
-
-def _late(ref: str, text: str) -> re.Match[str] | None:
-    """ "my late husband", "her late father": a reference to the person that says "late"."""
-    return next((m for m in _compiled(ref).finditer(text) if re.search(r"\blate\b", m.group(0), re.I)), None)
-
-
-def _pronoun_death(ref: str, people: list[Person], text: str) -> re.Match[str] | None:
-    """A pronoun's death words soon after the person is named, when no one dead is named in
-    the text (the pronoun could be theirs)."""
-    present = words_of(text)
-    dead = {_gender(p.relation) for p in people if p.status == "dead" and named_by(p, people) & present}
-    for named in _compiled(ref).finditer(text):
-        window = text[named.end():named.end() + _PRONOUN_REACH]
-        found = _PRONOUN_DEATH.search(window)
-        said = _gender(found.group(0)) if found else None
-        if found and not dead & {said, None}:  # a dead person the pronoun could stand for is named
-            return found
-    return None
-
-
-_FEMALE = re.compile(r"\b(?:she|her|mother|mum|mom|mam|sister|wife|daughter|aunt|niece|grandmother|gran|"
-                     r"girlfriend|fianc[ée]e|stepmother|stepsister|stepdaughter|granddaughter)\b", re.I)
-_MALE = re.compile(r"\b(?:he|him|his|father|dad|papa|brother|husband|son|uncle|nephew|grandfather|grandad|"
-                   r"boyfriend|fianc[ée]|stepfather|stepbrother|stepson|grandson|half-brother)\b", re.I)
-
-
-def _gender(words: str) -> str | None:
-    """ "f" or "m" when the words (a relation, a pronoun phrase) say it, else None."""
-    return "f" if _FEMALE.search(words) else "m" if _MALE.search(words) else None
-
-
-@lru_cache(maxsize=1024)
-def _anchors(template: str) -> tuple[str, ...]:
-    """The template's own words: every match holds one of them, so a text with none is not
-    searched (compiling a template for each person costs more than all the searching)."""
-    bare = re.sub(r"\{\w+\}|\\[a-zA-Z]", " ", template)
-    return tuple({w for w in re.findall(r"[a-z']{3,}", bare.lower())})
-
-
-def _may_match(template: str, text: str) -> bool:
-    low = text.lower()
-    anchors = _anchors(template)
-    return not anchors or any(a in low for a in anchors)
-
-
 def _first(templates: tuple[str, ...], ref: str, text: str) -> re.Match[str] | None:
     for template in templates:
-        if not _may_match(template, text):
+        if not may_match(template, text):
             continue
-        if found := _compiled(template.replace("{ref}", ref)).search(text):
+        if found := compiled(template.replace("{ref}", ref)).search(text):
             return found
     return None
 
@@ -261,7 +201,7 @@ def _ages(reg: Registry, persona: Persona, field: Field) -> Iterator[InputError]
     templates = [*prose_words().ages, *(prose_words().identity_ages if field.field == "identity" else ())]
     for template in templates:
         pattern = template.replace("{num}", number_pattern()).replace("{name}", first)
-        for found in _compiled(pattern).finditer(field.text.replace("’", "'")):
+        for found in compiled(pattern).finditer(field.text.replace("’", "'")):
             stated = parse_number(found.group(1))
             said = found.group(0).lower()
             ahead = "birthday" in said or "next" in said or re.search(r"\bturn(?:s|ing)?\b", said)
@@ -273,7 +213,7 @@ def _ages(reg: Registry, persona: Persona, field: Field) -> Iterator[InputError]
                 return
     for template in prose_words().decades:
         pattern = template.replace("{decade}", decade_pattern()).replace("{name}", first)
-        for found in _compiled(pattern).finditer(field.text.replace("’", "'")):
+        for found in compiled(pattern).finditer(field.text.replace("’", "'")):
             decade = parse_decade(found.group(1))
             if decade is not None and not decade - AGE_SLACK <= age <= decade + 9 + AGE_SLACK:
                 yield InputError(field.file, field.field, f"{found.group(0)!r}, but facts.born "
@@ -292,11 +232,11 @@ def _durations(reg: Registry, persona: Persona, people: list[Person], field: Fie
         candidates = ([p for p in people if p.status == "dead" and p.relation in spouses]
                       if "{ref}" not in template else [p for p in people if p.status == "dead"])
         for person in candidates:
-            if ("{ref}" in template and not named_by(person, people) & words_of(text)) or not _may_match(template, text):
+            if ("{ref}" in template and not named_by(person, people) & words_of(text)) or not may_match(template, text):
                 continue
             pattern = (template.replace("{num}", amount).replace("{when}", amount)
                        .replace("{ref}", reference(person, people)))
-            found = _compiled(pattern).search(text)
+            found = compiled(pattern).search(text)
             if found is None:
                 continue
             said = found.group(1).lower()
@@ -333,7 +273,7 @@ def _relative_ages(reg: Registry, persona: Persona, people: list[Person], field:
             patterns.append(rf"\b(?:my|her|his|their|our)\s+{number_pattern()}[- ]years?[- ]old\s+(?:"
                             + "|".join(map(re.escape, referring)) + r")\b")
         for pattern in patterns:
-            found = _compiled(pattern).search(text)
+            found = compiled(pattern).search(text)
             stated = parse_number(found.group(1)) if found else None
             if found is None or stated is None:
                 continue
@@ -367,7 +307,7 @@ def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
             if word not in job:
                 continue
             for other in conflicting:
-                said = _compiled(rf"\b{re.escape(other)}\s+(?:[\w-]+\s+)?(?:"
+                said = compiled(rf"\b{re.escape(other)}\s+(?:[\w-]+\s+)?(?:"
                                  f"{'|'.join(map(re.escape, sorted(named)))})\\b").search(text)
                 if said:
                     yield InputError(field.file, field.field, f"{said.group(0)!r}, but facts.job is "
@@ -377,8 +317,8 @@ def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
         subject = r"(?:(?:^|[.;!?]\s+)(?:i am|i'm|im|she is|he is|she's|he's|as)|\b(?:i work as|works as|working as))"
         # ... and anywhere, the person speaking as the job: "ok so as a nurse i know", "being a nurse, she"
         speaking = r"\b(?:as|being)\s+(?:a|an)\s+((?:[\w-]+\s+){0,2}?[\w-]+),?\s+(?:i|i'm|im|i've|ive|i'd|she|he|we)\b"
-        claims = [*_compiled(rf"{subject}\s+(?:a|an)\s+((?:[\w-]+\s+){{0,2}}?[\w-]+)\b").finditer(text),
-                *_compiled(speaking).finditer(text)]
+        claims = [*compiled(rf"{subject}\s+(?:a|an)\s+((?:[\w-]+\s+){{0,2}}?[\w-]+)\b").finditer(text),
+                *compiled(speaking).finditer(text)]
         for found in claims:
             last = found.group(1).split()[-1].lower()
             if last in words.jobs and words.job_synonyms.get(last, last) not in own:
@@ -388,7 +328,7 @@ def _job_and_home(persona: Persona, field: Field) -> Iterator[InputError]:
     if facts.home:
         home = name_words(facts.home)
         for template in words.homes:
-            place = _compiled(template.replace("{place}", r"(?-i:([A-Z][\w'-]+))")).search(text)
+            place = compiled(template.replace("{place}", r"(?-i:([A-Z][\w'-]+))")).search(text)
             if place and place.group(1) not in home:
                 yield InputError(field.file, field.field, f"{place.group(0)!r}, but facts.home is "
                                  f"{facts.home!r}")
@@ -427,12 +367,6 @@ def _when(child: int, parent: int, parent_name: str) -> str:
 _SHE = re.compile(r"\b(?:she|her|hers|herself)\b", re.IGNORECASE)
 _HE = re.compile(r"\b(?:he|him|his|himself)\b", re.IGNORECASE)
 _STAGE_PRONOUN = re.compile(r"^\s*(She|He|Her|His)\b")
-_ANY_PRONOUN = re.compile(r"\b(she|he|her|his)\b", re.IGNORECASE)
-# Words before a pronoun that name someone else it could stand for.
-_SOMEONE = re.compile(r"\b(?:someone|somebody|anyone|everyone|nobody|man|woman|boy|girl|person|they|"
-                      r"mother|father|mum|dad|mom|brother|sister|son|daughter|wife|husband|partner|friend|"
-                      r"boss|manager|colleague|neighbour|neighbor|doctor|nurse|teacher|landlord|child|baby|"
-                      r"aunt|uncle|cousin|gran|grandad|grandma|grandpa|nan|who|whom)\b", re.IGNORECASE)
 
 
 def pronoun_of(persona: Persona) -> str | None:
@@ -468,11 +402,8 @@ def _pronoun_problem(text: str, pronoun: str) -> str | None:
         return f"starts with {start.group(1)!r}, but the persona is '{pronoun}' in its own card"
     # "Later that night, he asks ...": the first pronoun, with no one else named before it, is
     # the persona's too.
-    first = _ANY_PRONOUN.search(text)
-    if first is None or start:
-        return None
-    said = "she" if first.group(1).lower() in ("she", "her") else "he"
-    before = text[:first.start()]
-    if said != pronoun and not _SOMEONE.search(before) and not capitalised_mid_sentence(before):
-        return f"{first.group(0)!r} ({before.strip()} …) is the persona, who is '{pronoun}' in its own card"
+    first = None if start else pronoun_inside(text)
+    if first is not None and ("she" if first.group(1).lower() in ("she", "her") else "he") != pronoun:
+        return (f"{first.group(0)!r} ({text[:first.start()].strip()} …) is the persona, who is "
+                f"'{pronoun}' in its own card")
     return None

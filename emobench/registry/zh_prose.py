@@ -15,6 +15,7 @@ from emobench.errors import InputError
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.meaning_rules import check_meaning
 from emobench.registry.models import Persona, Scenario
+from emobench.registry.prose_forms import told_as_living
 from emobench.registry.prose_rules import Field, each_field_once
 from emobench.registry.zh_words import NUM, PROSE_WORDS_ZH, data, parse_number, relation_group, strings, tagged
 
@@ -124,15 +125,10 @@ def _death_and_life(people: list[Person], field: Field) -> Iterator[InputError]:
         if person.status == "alive" and (found := _first("death_templates", field.text, ref=ref)):
             yield InputError(field.file, field.field, f"{found.group(0)!r} speaks of {person.name}'s "
                              f"death, but {person.name} is alive ({person.where})")
-        elif person.status == "dead" and _told_as_living(field, person) and (
+        elif person.status == "dead" and told_as_living(field.memory, field.since, person.died) and (
                 found := _first("living_templates", field.text, ref=ref)):
             yield InputError(field.file, field.field, f"{found.group(0)!r}: {person.name} is dead "
                              f"({person.where}{f', died {person.died}' if person.died else ''})")
-
-
-def _told_as_living(field: Field, person: Person) -> bool:
-    """Contact is read in all but memories, and in a memory set after the death (prose_rules)."""
-    return not field.memory or (field.since is not None and person.died is not None and field.since > person.died)
 
 
 def _ages(reg: Registry, persona: Persona, field: Field) -> Iterator[InputError]:
