@@ -49,9 +49,11 @@ def test_the_table_has_a_row_per_class_and_a_column_per_language(tmp_path: Path)
 @given(seed=st.integers(0, 2**31))
 def test_every_class_is_caught_at_its_stated_rate(tmp_path: Path, seed: int) -> None:
     work = Path(tempfile.mkdtemp(dir=tmp_path))
-    for rate, fault in zip(run_kit(all_classes(), seed, work), all_classes(), strict=True):
-        assert fault.floor <= TARGET
-        assert rate.rate >= fault.floor, (rate.name, rate.language, rate.missed)
+    classes = all_classes()
+    assert all(fault.floor <= TARGET for fault in classes)
+    low = [(rate.name, rate.language, f"{rate.rate:.0%} < {fault.floor:.0%}", rate.missed)
+           for rate, fault in zip(run_kit(classes, seed, work), classes, strict=True) if rate.rate < fault.floor]
+    assert not low, low
 
 
 @pytest.mark.soak
