@@ -1,0 +1,170 @@
+"""Benchmark: scoring a run (``finalize_run``) in one process and on every core, back to back.
+
+N episodes x 12 turns are played against the fake server, then the same run folder is scored
+twice: with one process (the serial path) and with a pool of worker processes
+(emobench/trackers/pool.py). Both write the same scores.parquet (checked here). For each: wall
+seconds, CPU seconds of this process and of its workers, and what that makes per core. Beside
+them, the encoder's matmul bound: the multiply-adds one message costs (from its token count and
+the model's shapes) over what one core does in a numpy float32 matmul of the encoder's shapes.
+
+    HF_HUB_OFFLINE=1 python bench/bench_scoring.py [--episodes 1020] [--workers N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from _servers import bench_config, cpu_line, episode_grid, fake_server, load_line
+
+
+@dataclass(frozen=True)
+class Timed:
+    wall_s: float
+    own_cpu_s: float
+    workers_cpu_s: float
+    machine_busy_s: float  # every process's CPU on the machine meanwhile, this one's included
+    machine_idle_s: float
+
+    @property
+    def cpu_s(self) -> float:
+        return self.own_cpu_s + self.workers_cpu_s
+
+
+def machine_ticks() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine so far, from /proc/stat (Linux)."""
+    fields = [float(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields[:8]) - idle) / hz, idle / hz
+
+
+def score(run: Path, workers: int) -> Timed:
+    from emobench.registry import load_registry
+    from emobench.run.finalize import finalize_run
+    from emobench.rundir import RunDir
+
+    registry = load_registry(Path(__file__).resolve().parents[1])
+    busy, idle = machine_ticks()
+    before, t0 = os.times(), time.perf_counter()
+    finalize_run(RunDir(run), registry, workers=workers)
+    wall, after = time.perf_counter() - t0, os.times()
+    busy_after, idle_after = machine_ticks()
+    # The pool's processes are this process's children, reaped when it closes: os.times has them.
+    return Timed(
+        wall,
+        after.user + after.system - before.user - before.system,
+        max(0.0, after.children_user + after.children_system - before.children_user - before.children_system),
+        busy_after - busy,
+        idle_after - idle,
+    )
+
+
+def matmul_gflops(rows: int, hidden: int, ffn: int, seconds: float = 2.0) -> float:
+    """One core's float32 GFLOP/s per CPU second on the encoder's widest product (rows x hidden @ hidden x ffn)."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((rows, hidden), dtype=np.float32)
+    b = rng.standard_normal((hidden, ffn), dtype=np.float32)
+    out = np.empty((rows, ffn), dtype=np.float32)
+    with threadpool_limits(limits=1, user_api="blas"):
+        np.matmul(a, b, out=out)
+        # CPU seconds, as for the messages per core: time off the core (a shared machine) is not counted.
+        n, t0 = 0, time.process_time()
+        while time.process_time() - t0 < seconds:
+            np.matmul(a, b, out=out)
+            n += 1
+        elapsed = time.process_time() - t0
+    return 2 * rows * hidden * ffn * n / elapsed / 1e9
+
+
+def encoder_flops(token_counts: list[int]) -> tuple[float, dict[str, int]]:
+    """Mean FLOPs per message (2 per multiply-add) of the encoder's products, unpadded."""
+    from emobench.trackers.embedding import _model_dir
+
+    config = json.loads((_model_dir() / "config.json").read_text())
+    h, ffn, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    total = 0.0
+    for t in token_counts:
+        dense = 2 * t * h * (3 * h + h + 2 * ffn)  # qkv, attention output, feed-forward up and down
+        attention = 2 * 2 * t * t * h  # scores and context, every head together
+        total += layers * (dense + attention)
+    return total / len(token_counts), {"hidden": h, "ffn": ffn, "layers": layers}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=1020)
+    ap.add_argument("--turns", type=int, default=12)
+    ap.add_argument("--workers", type=int, default=None, help="the pool's processes (default: the cores)")
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import pyarrow.parquet as pq
+
+    from emobench.run.runner import run_benchmark
+    from emobench.rundir import RunDir
+    from emobench.trackers.affect import default_tracker
+    from emobench.trackers.embedding import Encoder
+    from emobench.trackers.pool import cores
+
+    workers = args.workers or cores()
+    print(cpu_line())
+    print(f"cores this process may use: {cores()}; pool workers: {workers}")
+    print(load_line())
+    cases, seeds = episode_grid(args.episodes)
+    with tempfile.TemporaryDirectory() as tmp:
+        played = Path(tmp) / "played" / "run"
+        with fake_server() as server:
+            config = bench_config(
+                server.base_url, seeds=list(range(seeds)), max_turns=args.turns, min_turns=args.turns,
+                concurrency=64, limit_cases=cases,
+            )
+            asyncio.run(run_benchmark(config, played, show_progress=False))
+        texts = [t.user.message for e in RunDir(played).read_episodes() for t in e.turns]
+        default_tracker()  # loaded before either timing: a run's preflight loads it too
+        episodes = len(RunDir(played).read_episodes())
+        timed, tables = {}, {}
+        for label, count in (("serial", 1), ("parallel", workers)):
+            run = Path(tmp) / label / "run"  # the same folder name: run_id is in every row
+            shutil.copytree(played, run)
+            print(f"{label}: scoring {episodes} episodes ({len(texts)} user messages) with {count} process(es)...",
+                  flush=True)
+            timed[label] = score(run, count)
+            tables[label] = pq.read_table(RunDir(run).scores)
+        tokens = [len(ids) for ids in Encoder.load().token_ids(texts)]
+    if not tables["serial"].equals(tables["parallel"]):
+        sys.exit("the pool's scores.parquet differs from the serial one")
+    flops, shape = encoder_flops(tokens)
+    gflops = matmul_gflops(256, shape["hidden"], shape["ffn"])
+    s, p = timed["serial"], timed["parallel"]
+    print(f"scores identical: yes ({episodes} rows)")
+    for label, t in timed.items():
+        print(f"{label}: wall {t.wall_s:.1f} s, CPU {t.cpu_s:.1f} s (this process {t.own_cpu_s:.1f}, "
+              f"workers {t.workers_cpu_s:.1f}); wall / CPU {t.wall_s / t.cpu_s:.2f}; "
+              f"{1000 * t.cpu_s / episodes:.0f} ms CPU per episode; "
+              f"{len(texts) / t.cpu_s:.0f} messages per second per core")
+        print(f"  {label}: cores used {t.cpu_s / t.wall_s:.2f}; the machine meanwhile: {t.machine_busy_s / t.wall_s:.2f} "
+              f"cores busy ({(t.machine_busy_s - t.cpu_s) / t.wall_s:.2f} by other processes), "
+              f"{t.machine_idle_s / t.wall_s:.2f} idle")
+    print(f"ratio serial wall / parallel wall: {s.wall_s / p.wall_s:.2f} (with {workers} workers)")
+    print(f"serial CPU / serial wall: {s.cpu_s / s.wall_s:.2f} (above 1 would mean BLAS threads at work)")
+    print(f"encoder: {shape['layers']} layers, hidden {shape['hidden']}, feed-forward {shape['ffn']}; "
+          f"{sum(tokens) / len(tokens):.1f} tokens per message; {flops / 1e6:.0f} MFLOP per message (unpadded)")
+    print(f"one core's numpy float32 matmul (256x{shape['hidden']} @ {shape['hidden']}x{shape['ffn']}): "
+          f"{gflops:.1f} GFLOP/s -> matmul bound {gflops * 1e9 / flops:.0f} messages per second per core")
+    print(load_line())
+
+
+if __name__ == "__main__":
+    main()
