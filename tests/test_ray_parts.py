@@ -18,7 +18,7 @@ from emobench.cli_support import bare_ray_flag
 from emobench.config import validate_config
 from emobench.errors import InputError
 from emobench.run.ray_budget import EndpointBudget, LeasedGate, batch_size
-from emobench.run.ray_executor import WorkerFaults, check
+from emobench.run.ray_executor import RayCluster, WorkerFaults, check
 from emobench.run.runner import ROOT
 
 
@@ -201,3 +201,27 @@ def test_a_record_carries_its_own_episodes_faults_not_another_ones() -> None:
     assert first == [("user", "429")]
     assert second == [("judge", "timeout"), ("judge", "500")]
     assert not any(budget.pending.values())  # sent with their records: settled
+
+
+def test_the_driver_writes_at_the_end_what_no_record_carried() -> None:
+    budget = EndpointBudget({"user": 2})
+    ledger = _Handle(budget)
+    logged: list[tuple[str, str]] = []
+    cluster = RayCluster(None, "local", [], [], ledger, lambda endpoint, kind: logged.append((endpoint, kind)))
+    cluster.holders = {101: 0, 102: 1}
+
+    async def run() -> None:
+        first, second = WorkerFaults(ledger, 0), WorkerFaults(ledger, 1)
+        first.note("user", "timeout")  # after its last episode: no record will carry it
+        episode = contextvars.Context()
+        attempt = episode.run(WorkerFaults.begin)
+        episode.run(second.note, "judge", "http_500")
+        second.take(attempt)  # sent with its record: not the driver's to write
+        restarted = WorkerFaults(ledger, 1)
+        episode.run(second.note, "judge", "http_429")  # the lost attempt's
+        await restarted.adopt()  # ... adopted by a successor that then gets no episode
+        await cluster.sweep()
+
+    asyncio.run(run())
+    assert sorted(logged) == [("judge", "http_429"), ("user", "timeout")]
+    assert cluster.faults == 2 and not any(budget.pending.values())

@@ -289,9 +289,18 @@ class RayCluster:
 
     async def _adopt(self, worker: Any) -> None:
         """Write the faults a worker noted but never sent with a record (none will come now)."""
+        await self._take(self.holders[id(worker)])
+
+    async def sweep(self) -> None:
+        """At the end of a run, write what no record carried: faults met outside any episode
+        after a worker's last one, or those of a worker restarted with no episode left for it."""
+        for holder in sorted(set(self.holders.values())):
+            await self._take(holder)
+
+    async def _take(self, holder: int) -> None:
         if self.budget is None or self.log_fault is None:
             return
-        for endpoint, kind in await self.budget.adopt.remote(self.holders[id(worker)]):
+        for endpoint, kind in await self.budget.adopt.remote(holder):
             self.log_fault(endpoint, kind)
             self.faults += 1
 
@@ -333,6 +342,7 @@ async def ray_cluster(
                 "is this emobench installed on every machine of the cluster?",
             ) from None
         yield cluster
+        await cluster.sweep()  # only after a run that ended well: a failing one is not held up
     finally:
         for worker in workers:
             ray.kill(worker)
