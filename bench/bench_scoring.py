@@ -7,7 +7,7 @@ seconds, CPU seconds of this process and of its workers, and what that makes per
 them, the encoder's matmul bound: the multiply-adds one message costs (from its token count and
 the model's shapes) over what one core does in a numpy float32 matmul of the encoder's shapes.
 
-    HF_HUB_OFFLINE=1 python bench/bench_scoring.py [--episodes 1020] [--workers N]
+    HF_HUB_OFFLINE=1 python bench/bench_scoring.py [--episodes 1020] [--workers N] [--rounds R]
 """
 
 from __future__ import annotations
@@ -102,11 +102,22 @@ def encoder_flops(token_counts: list[int]) -> tuple[float, dict[str, int]]:
     return total / len(token_counts), {"hidden": h, "ffn": ffn, "layers": layers}
 
 
+def describe(label: str, t: Timed, episodes: int, messages: int) -> str:
+    return (
+        f"{label}: wall {t.wall_s:.1f} s, CPU {t.cpu_s:.1f} s (this process {t.own_cpu_s:.1f}, workers "
+        f"{t.workers_cpu_s:.1f}); wall / CPU {t.wall_s / t.cpu_s:.2f}; {1000 * t.cpu_s / episodes:.0f} ms CPU per "
+        f"episode; {messages / t.cpu_s:.0f} messages per second per core\n  cores used {t.cpu_s / t.wall_s:.2f}; "
+        f"the machine meanwhile: {t.machine_busy_s / t.wall_s:.2f} cores busy ({(t.machine_busy_s - t.cpu_s) / t.wall_s:.2f} "
+        f"by other processes), {t.machine_idle_s / t.wall_s:.2f} idle"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=1020)
     ap.add_argument("--turns", type=int, default=12)
     ap.add_argument("--workers", type=int, default=None, help="the pool's processes (default: the cores)")
+    ap.add_argument("--rounds", type=int, default=1, help="times each is scored, alternating")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -134,30 +145,32 @@ def main() -> None:
         texts = [t.user.message for e in RunDir(played).read_episodes() for t in e.turns]
         default_tracker()  # loaded before either timing: a run's preflight loads it too
         episodes = len(RunDir(played).read_episodes())
-        timed, tables = {}, {}
-        for label, count in (("serial", 1), ("parallel", workers)):
-            run = Path(tmp) / label / "run"  # the same folder name: run_id is in every row
-            shutil.copytree(played, run)
-            print(f"{label}: scoring {episodes} episodes ({len(texts)} user messages) with {count} process(es)...",
-                  flush=True)
-            timed[label] = score(run, count)
-            tables[label] = pq.read_table(RunDir(run).scores)
+        # Rounds alternate the two, so that a shared machine's load falls on both alike.
+        timed: dict[str, list[Timed]] = {"serial": [], "parallel": []}
+        tables = {}
+        for round_ in range(1, args.rounds + 1):
+            for label, count in (("serial", 1), ("parallel", workers)):
+                run = Path(tmp) / f"{label}-{round_}" / "run"  # one folder name: run_id is in every row
+                shutil.copytree(played, run)
+                print(f"round {round_}, {label}: scoring {episodes} episodes ({len(texts)} user messages) "
+                      f"with {count} process(es)...", flush=True)
+                t = score(run, count)
+                timed[label].append(t)
+                print(describe(label, t, episodes, len(texts)), flush=True)
+                tables[label] = pq.read_table(RunDir(run).scores)
+                shutil.rmtree(run.parent)
+            if not tables["serial"].equals(tables["parallel"]):
+                sys.exit("the pool's scores.parquet differs from the serial one")
         tokens = [len(ids) for ids in Encoder.load().token_ids(texts)]
-    if not tables["serial"].equals(tables["parallel"]):
-        sys.exit("the pool's scores.parquet differs from the serial one")
     flops, shape = encoder_flops(tokens)
     gflops = matmul_gflops(256, shape["hidden"], shape["ffn"])
-    s, p = timed["serial"], timed["parallel"]
-    print(f"scores identical: yes ({episodes} rows)")
-    for label, t in timed.items():
-        print(f"{label}: wall {t.wall_s:.1f} s, CPU {t.cpu_s:.1f} s (this process {t.own_cpu_s:.1f}, "
-              f"workers {t.workers_cpu_s:.1f}); wall / CPU {t.wall_s / t.cpu_s:.2f}; "
-              f"{1000 * t.cpu_s / episodes:.0f} ms CPU per episode; "
-              f"{len(texts) / t.cpu_s:.0f} messages per second per core")
-        print(f"  {label}: cores used {t.cpu_s / t.wall_s:.2f}; the machine meanwhile: {t.machine_busy_s / t.wall_s:.2f} "
-              f"cores busy ({(t.machine_busy_s - t.cpu_s) / t.wall_s:.2f} by other processes), "
-              f"{t.machine_idle_s / t.wall_s:.2f} idle")
-    print(f"ratio serial wall / parallel wall: {s.wall_s / p.wall_s:.2f} (with {workers} workers)")
+    s, p = (min(timed[label], key=lambda t: t.wall_s) for label in ("serial", "parallel"))
+    print(f"scores identical: yes ({episodes} rows, every round)")
+    for label, t in (("serial", s), ("parallel", p)):
+        print(f"best of {args.rounds}: " + describe(label, t, episodes, len(texts)))
+    rounds = ", ".join(f"{a.wall_s / b.wall_s:.2f}" for a, b in zip(timed["serial"], timed["parallel"], strict=True))
+    print(f"ratio serial wall / parallel wall: {s.wall_s / p.wall_s:.2f} (best of each, {workers} workers; "
+          f"by round: {rounds})")
     print(f"serial CPU / serial wall: {s.cpu_s / s.wall_s:.2f} (above 1 would mean BLAS threads at work)")
     print(f"encoder: {shape['layers']} layers, hidden {shape['hidden']}, feed-forward {shape['ffn']}; "
           f"{sum(tokens) / len(tokens):.1f} tokens per message; {flops / 1e6:.0f} MFLOP per message (unpadded)")

@@ -22,6 +22,7 @@ Ray is imported only here, so emobench runs without it installed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib.util
 import logging
@@ -55,6 +56,7 @@ from emobench.rundir import RunDir, append_line
 LOCAL = "local"  # `--ray` with no address: start a Ray on this machine for the run
 LOCAL_CPUS = 4  # a local Ray's worker processes, at most (fewer on a smaller machine)
 RESTARTS = 3  # times Ray restarts a lost worker, retrying its unfinished episodes
+SWEEP_S = 10.0  # at most this long to collect the faults of a run an error stopped
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,6 @@ class RayCluster:
             try:
                 played: Played = await worker.play.remote(subject, case_id, seed)
             except RayTaskError as exc:  # the worker's own error, reported as a local run reports it
-                await self._adopt(worker)  # the faults that led to it, as a local run logs them
                 cause = exc.cause
                 raise cause if isinstance(cause, EmobenchError) else exc from None
             except RayActorError:  # lost past its restarts: the episode goes to another worker
@@ -293,7 +294,8 @@ class RayCluster:
 
     async def sweep(self) -> None:
         """At the end of a run, write what no record carried: faults met outside any episode
-        after a worker's last one, or those of a worker restarted with no episode left for it."""
+        after a worker's last one, those of a worker restarted with no episode left for it, and
+        in a run an error stopped, those of the episode that failed and of those cut short."""
         for holder in sorted(set(self.holders.values())):
             await self._take(holder)
 
@@ -341,8 +343,13 @@ async def ray_cluster(
                 "--ray", "", f"a worker could not start ({errors[-1] if errors else type(exc).__name__}); "
                 "is this emobench installed on every machine of the cluster?",
             ) from None
-        yield cluster
-        await cluster.sweep()  # only after a run that ended well: a failing one is not held up
+        try:
+            yield cluster
+        except Exception:  # the faults that led to it too, as a local run logs them as they happen
+            with contextlib.suppress(Exception):  # the run's own error is the one to report
+                await asyncio.wait_for(cluster.sweep(), SWEEP_S)
+            raise
+        await cluster.sweep()
     finally:
         for worker in workers:
             ray.kill(worker)
