@@ -90,7 +90,7 @@ def matmul_gflops(rows: int, hidden: int, ffn: int, seconds: float = 2.0) -> flo
 
 def encoder_flops(token_counts: list[int]) -> tuple[float, dict[str, int]]:
     """Mean FLOPs per message (2 per multiply-add) of the encoder's products, unpadded."""
-    from emobench.trackers.embedding import _model_dir
+    from emobench.sentence_encoder import _model_dir
 
     config = json.loads((_model_dir() / "config.json").read_text())
     h, ffn, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
@@ -125,8 +125,8 @@ def main() -> None:
 
     from emobench.run.runner import run_benchmark
     from emobench.rundir import RunDir
+    from emobench.sentence_encoder import Encoder
     from emobench.trackers.affect import default_tracker
-    from emobench.trackers.embedding import Encoder
     from emobench.trackers.pool import cores
 
     workers = args.workers or cores()

@@ -75,7 +75,7 @@ def _one_core_rate(embed: Callable[[Sequence[str]], object], texts: list[str]) -
 def encoder_one_core(texts: list[str], rounds: int) -> None:
     """The numpy encoder against the transformers one, each on one core, interleaved round by
     round so that a busy neighbour slows both alike; the best round of each is reported."""
-    from emobench.trackers.embedding import Encoder
+    from emobench.sentence_encoder import Encoder
 
     with threadpool_limits(limits=1):
         new = Encoder.load()

@@ -1,4 +1,4 @@
-"""Compare the numpy MiniLM encoder (emobench/trackers/embedding.py) with the transformers path
+"""Compare the numpy MiniLM encoder (emobench/sentence_encoder.py) with the transformers path
 it replaced, text by text: token ids and the cosine of the two embeddings.
 
 The transformers path (`TorchEncoder`, kept here as the reference; it needs the `cpu` extra) is
@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from emobench.trackers.embedding import Encoder, _max_length, _model_dir
+from emobench.sentence_encoder import Encoder, _max_length, _model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_TEXTS = ROOT / "tests" / "data" / "encoder_reference.json"

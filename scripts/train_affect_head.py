@@ -16,7 +16,7 @@ Data (both CC BY 4.0):
   text): held out, used only to measure the valence's correlation with people's ratings.
 
 Layout: DATA/goemotions/{train,dev,test}.tsv and DATA/emobank/emobank.csv; embeddings are
-cached as DATA/emb/<name>.npy (MiniLM, see emobench/trackers/embedding.py).
+cached as DATA/emb/<name>.npy (MiniLM, see emobench/sentence_encoder.py).
 
     python scripts/train_affect_head.py --data /work/data [--train-rows 43410] [--seed 0]
 
@@ -89,7 +89,7 @@ def embeddings(name: str, texts: list[str], cache: Path) -> Array:
         chunk = texts[start : start + _CHUNK]
         if not path.exists():
             if encoder is None:
-                from emobench.trackers.embedding import Encoder
+                from emobench.sentence_encoder import Encoder
 
                 encoder = Encoder.load()
             cache.mkdir(parents=True, exist_ok=True)

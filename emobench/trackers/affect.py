@@ -1,5 +1,5 @@
 """The affect tracker: per user turn, the emotions felt, a valence, and whether the turn is only
-a closing pleasantry. MiniLM embeddings (embedding.py) read by the affect head (head.py), with
+a closing pleasantry. MiniLM embeddings (emobench/sentence_encoder.py) read by the affect head (head.py), with
 the closing patterns of closings.yaml."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import yaml
 
 from emobench.errors import InputError
-from emobench.trackers.embedding import Encoder, first_line
+from emobench.sentence_encoder import Encoder, first_line
 from emobench.trackers.head import NEUTRAL, WEIGHTS_PATH, AffectHead
 
 CLOSINGS_PATH: Final = Path(__file__).with_name("closings.yaml")

@@ -1,7 +1,7 @@
 """The affect tracker over a whole run on every core: worker processes, each loading the encoder once.
 
 Scoring after a run is almost all the affect tracker's encoder (docs/scale.md), and one process
-runs it on one core (its BLAS is held to one thread, embedding.py says why). Here the episodes'
+runs it on one core (its BLAS is held to one thread, emobench/sentence_encoder.py says why). Here the episodes'
 messages are cut into chunks that a pool of processes reads, each with its own tracker loaded
 once by the pool's initializer. Each episode is read by the same `AffectTracker.read` call as in
 one process, in the same batches, so the readings are identical, not merely close.
