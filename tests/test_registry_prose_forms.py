@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from emobench.registry import prose_rules
+from emobench.registry import prose_pronouns, prose_rules
 from emobench.registry.models import Persona
 from emobench.registry.prose import Person
 from emobench.registry.prose_rules import Field
@@ -91,10 +91,10 @@ def test_age_job_and_home_in_other_words(check: str, text: str, persona: Persona
 @pytest.mark.parametrize("stage", ["Later that evening, he asks who holds the spare key.",
                                    "At the workshop door he hesitates."])
 def test_a_pronoun_after_the_first_words_is_the_persona(stage: str) -> None:
-    assert prose_rules._pronoun_problem(stage, "she") is not None
-    assert prose_rules._pronoun_problem(stage, "he") is None
-    assert prose_rules._pronoun_problem("When Sam calls, he says hi.", "she") is None
-    assert prose_rules._pronoun_problem("After the call her brother says he will come.", "she") is None
+    assert prose_pronouns.pronoun_problem(stage, "she") is not None
+    assert prose_pronouns.pronoun_problem(stage, "he") is None
+    assert prose_pronouns.pronoun_problem("When Sam calls, he says hi.", "she") is None
+    assert prose_pronouns.pronoun_problem("After the call her brother says he will come.", "she") is None
 
 
 @pytest.mark.parametrize(("stage", "language"), [
