@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from emobench.endpoints.embedded import cache_root
+from emobench.user_cache import cache_root
 
 TARGETS_S = {"tests": 30 * 60, "quick": 5 * 60}
 

@@ -305,7 +305,7 @@ def progress_bar(enabled: bool = True) -> Iterator[Tick]:
 def response_cache(enabled: bool, folder: Path | None) -> Any:
     """The on-disk response cache of `run` and `judge` (None when --no-cache)."""
     from emobench.endpoints.cache import ResponseCache
-    from emobench.endpoints.embedded import cache_root
+    from emobench.user_cache import cache_root
 
     if not enabled:
         return None

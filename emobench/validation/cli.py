@@ -160,8 +160,8 @@ def validate(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with one_line_errors():
         from emobench.endpoints.cache import ResponseCache
-        from emobench.endpoints.embedded import cache_root
         from emobench.run.runner import ROOT
+        from emobench.user_cache import cache_root
 
         responses = None
         if cache:
