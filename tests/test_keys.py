@@ -286,7 +286,7 @@ def test_the_endpoints_import_nothing_above_them() -> None:
     code = "import sys, emobench.endpoints.pool; print(*(m for m in sys.modules if m.startswith('emobench.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = {m.split(".")[1] for m in out.split()}
-    assert loaded <= {"endpoints", "errors", "records", "library_paths"}, loaded
+    assert loaded <= {"endpoints", "errors", "records", "library_paths", "user_cache"}, loaded
 
 
 BAD_KEY = "sk-\u2026"  # a placeholder's ellipsis pasted as a key: no HTTP header can carry it
