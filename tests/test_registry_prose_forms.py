@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from emobench.registry import prose_pronouns, prose_rules
+from emobench.registry.checks.fields import Field
+from emobench.registry.checks.lang.en import pronouns as prose_pronouns
+from emobench.registry.checks.lang.en import prose_facts as prose_rules
+from emobench.registry.checks.lang.en.prose_words import Person
+from emobench.registry.checks.story_shape import scripted_outcome
 from emobench.registry.models import Persona
-from emobench.registry.prose import Person
-from emobench.registry.prose_rules import Field
-from emobench.registry.story_shape import scripted_outcome
 
 REG: Any = SimpleNamespace(info=SimpleNamespace(present_year=2026))
 SAMI = Person("Sami", "husband", "alive", 1970, None, "f0")
@@ -113,7 +114,7 @@ def test_a_past_ending_or_a_weighing_is_not_scripted() -> None:
 
 
 def test_chinese_death_and_contact_in_other_words() -> None:
-    from emobench.registry import zh_prose
+    from emobench.registry.checks.lang.zh import prose_facts as zh_prose
 
     mother = zh_prose.Person("周丽", "mother", "alive", 1970, None, "f")
     brother = zh_prose.Person("李强", "older-brother", "dead", 1990, 2020, "f")

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from emobench.env import EmoEnv, split_training_config
 from emobench.errors import InputError
-from emobench.registry.card_fit import check_card_fit
-from emobench.registry.injection import addressed_to_models, disguised
+from emobench.registry.checks.card_fit import check_card_fit
+from emobench.registry.checks.injection import addressed_to_models, disguised
+from emobench.registry.checks.normalise import fold
+from emobench.registry.checks.training_pages import check_training
 from emobench.registry.loader import display_path, load_registry
-from emobench.registry.normalise import fold
-from emobench.registry.training_pages import check_training
 from emobench.registry.yaml_io import read_yaml
 from tests.library_attack_text import INVISIBLE, LOOKALIKE, PLAIN, TAGS, UNLISTED
 

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from emobench.registry.checks.lang.zh.words import char_runs, parse_number, person_names
 from emobench.registry.cli import app
-from emobench.registry.zh_words import char_runs, parse_number, person_names
 from tests.test_registry_edition3 import one_validate_error, replace
 
 ZH = Path(__file__).parent / "data" / "zh_library"

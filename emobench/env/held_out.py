@@ -2,7 +2,7 @@
 config's default is test, which a training config may not fall back on), never a test split
 nor a test case, and no environment resets on a test case. Each refusal is one InputError.
 
-The library's own check (emobench/registry/training_pages.py) holds the shipped configs and
+The library's own check (emobench/registry/checks/training_pages.py) holds the shipped configs and
 the training pages of docs/ to the same rule before anything runs.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from emobench.errors import InputError
-from emobench.registry.training_pages import TEST, is_test_split
+from emobench.registry.checks.training_pages import TEST, is_test_split
 
 _ADVICE = "train on dev or demo; the test split is held out for `emobench run`"
 

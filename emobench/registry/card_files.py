@@ -14,6 +14,7 @@ from emobench.registry.models import DEFAULT_LANGUAGE, LANGUAGES, Language, Pers
 from emobench.registry.yaml_io import display_path, read_yaml
 
 CASE_NEEDS = 3  # the first edition whose cases carry the hidden need (the scenario did before)
+HELD_OUT_EDITION = 4  # the first edition with a held-out test split and the prose rules
 # Cards in another language than English live in a folder of that name (personas/zh/),
 # and its splits carry it as a suffix (test-zh), so a split is always one language.
 OTHER_LANGUAGES: tuple[Language, ...] = tuple(lang for lang in LANGUAGES if lang != DEFAULT_LANGUAGE)

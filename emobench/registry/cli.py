@@ -13,8 +13,11 @@ from rich.table import Table
 from emobench.cli_support import SPLITS, one_line_errors
 from emobench.errors import InputError
 from emobench.library_paths import library_root
-from emobench.registry.card_files import OTHER_LANGUAGES
-from emobench.registry.edition4 import overlap_rows
+from emobench.registry.card_files import HELD_OUT_EDITION, OTHER_LANGUAGES
+from emobench.registry.checks.engine import check_library
+from emobench.registry.checks.held_out import overlap_rows
+from emobench.registry.checks.meaning import skipped
+from emobench.registry.checks.story_shape import asking_shares, shape_shares
 from emobench.registry.filters import (
     MIN_COUNTERFACTUAL_SETS,
     TARGETS,
@@ -30,7 +33,6 @@ from emobench.registry.loader import (
     load_scenario,
     split_language,
 )
-from emobench.registry.meaning_rules import skipped
 from emobench.registry.models import (
     AXES,
     CATEGORIES,
@@ -41,8 +43,6 @@ from emobench.registry.models import (
     Case,
     Language,
 )
-from emobench.registry.rules import EDITION4, check_library
-from emobench.registry.story_shape import asking_shares, shape_shares
 
 app = typer.Typer(
     help="Browse and check the scenario and persona library.", no_args_is_help=True
@@ -233,12 +233,12 @@ def _stats_table(library: Registry, split: str) -> tuple[Table, bool]:
                   f"≥ {MIN_COUNTERFACTUAL_SETS}", "✓" if met else "✗")
     table.add_row("counterfactual sets", f"used in {split}", str(in_split), "-", "")
     table.add_section()
-    asking = asking_shares(reg, split) if reg.info.edition >= EDITION4 else []
+    asking = asking_shares(reg, split) if reg.info.edition >= HELD_OUT_EDITION else []
     for share in [*asking, *shape_shares(reg)]:
         all_met &= share.met
         table.add_row(f"shape: {share.name}", share.detail, f"{share.count}/{share.total}",
                       share.bound, "✓" if share.met else "✗")
-    if reg.info.edition >= EDITION4:
+    if reg.info.edition >= HELD_OUT_EDITION:
         table.add_section()
         for name, detail, value, bound, met in overlap_rows(reg):
             all_met &= met

@@ -306,7 +306,7 @@ def _library_state(root: Path) -> str:
 def load_registry(root: Path) -> Registry:
     """Load and validate every card and split under root, and every archived edition under
     root/editions; raise InputError on the first problem. Authoring rules are checked apart
-    (emobench.registry.rules), so every broken rule can be reported at once. A library whose
+    (emobench.registry.checks.engine), so every broken rule can be reported at once. A library whose
     files have not changed since it was last loaded in this process is not read again."""
     root = Path(root)
     key = (str(root.resolve()), os.getcwd(), _library_state(root))  # cwd: the paths errors show

@@ -1,22 +1,25 @@
-"""Edition 4: the prose agrees with the facts. Every person the prose refers to by relation is
+"""The English prose agrees with the facts (from the fourth edition). Every person the prose refers to by relation is
 in the persona's facts or the scenario's cast, and what the prose says of them (a funeral, a
 call last night, an age, years since a death, a job, a home, a pronoun) fits those facts.
 
-Each check yields one InputError per problem, naming the file and the field, as rules.py does.
+Each check yields one InputError per problem, naming the file and the field, as the engine's checks do.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TypeVar
+from collections.abc import Iterator
 
 from emobench.errors import InputError
-from emobench.registry.loader import Registry, display_path
-from emobench.registry.meaning_rules import check_meaning
-from emobench.registry.models import Case, CastMember, Memory, Persona, Relative, Scenario
-from emobench.registry.prose import (
+from emobench.registry.checks.fields import Field, each_field_once, told_as_living
+from emobench.registry.checks.lang.en.pronouns import check_pronouns
+from emobench.registry.checks.lang.en.prose_forms import (
+    compiled,
+    late_reference,
+    may_match,
+    pronoun_death,
+)
+from emobench.registry.checks.lang.en.prose_words import (
     WHEN,
     Person,
     decade_pattern,
@@ -31,30 +34,12 @@ from emobench.registry.prose import (
     words_of,
     years_ago,
 )
-from emobench.registry.prose_forms import (
-    compiled,
-    late_reference,
-    may_match,
-    pronoun_death,
-    told_as_living,
-)
-from emobench.registry.prose_pronouns import check_pronouns
-from emobench.registry.words import name_words
+from emobench.registry.checks.lang.en.words import name_words
+from emobench.registry.loader import Registry, display_path
+from emobench.registry.models import CastMember, Persona, Relative, Scenario
 
 MIN_PARENT_AGE = 12  # a parent is at least this many years older than their child
-CURRENT_YEARS = 2  # a "current" memory is at most this many years old (rules.py's period rule)
 AGE_SLACK = 1  # a stated age may be a year off the birth year (the birthday may be to come)
-
-
-@dataclass(frozen=True)
-class Field:
-    """One prose field, where it is written, and whether it tells the past (a memory)."""
-
-    file: str
-    field: str
-    text: str
-    memory: bool = False
-    since: int | None = None  # a memory: the earliest year it can be set in (its year; a current one, two years ago)
 
 
 def people_of(persona: Persona, scenario: Scenario | None = None) -> list[Person]:
@@ -69,73 +54,9 @@ def people_of(persona: Persona, scenario: Scenario | None = None) -> list[Person
     return out
 
 
-def scenario_fields(reg: Registry, scenario: Scenario) -> list[Field]:
-    file = display_path(reg.current.scenarios[scenario.id][0])
-    return [Field(file, "topic", scenario.topic), Field(file, "opening", scenario.opening),
-            *(Field(file, f"stages[{i}]", s) for i, s in enumerate(scenario.stages)),
-            *(Field(file, f"memories[{i}].text", m.text, memory=True, since=_since(reg, m))
-              for i, m in enumerate(scenario.memories))]
-
-
-def _since(reg: Registry, memory: Memory) -> int | None:
-    if memory.year is not None:
-        return memory.year
-    return reg.info.present_year - CURRENT_YEARS if memory.period == "current" else None
-
-
-def persona_fields(reg: Registry, persona: Persona) -> list[Field]:
-    file = display_path(reg.current.personas[persona.id][0])
-    return [Field(file, "identity", persona.identity), Field(file, "background", persona.background),
-            *(Field(file, f"needs.{axis}.why", persona.needs[axis].why) for axis in ("C", "A", "P"))]
-
-
-def case_fields(reg: Registry, case: Case) -> list[Field]:
-    source = reg.current.sources[case.id]
-    out = []
-    if case.opening_override is not None:
-        out.append(Field(source.file, source.field("opening"), case.opening_override))
-    if case.case_need is not None:
-        out.append(Field(source.file, source.field("hidden_need.text"), case.case_need.text))
-    return out
-
-
-PersonT = TypeVar("PersonT")
-
-
-def each_field_once(
-    reg: Registry,
-    people: Callable[[Persona, Scenario | None], list[PersonT]],
-    problems: Callable[[Registry, Persona, list[PersonT], Field, bool], Iterator[InputError]],
-    generations: Callable[[Registry, Persona], Iterator[InputError]],
-) -> Iterator[InputError]:
-    """Every prose field of the edition read once against the people it may name: a case's own
-    text, each persona's card once, each scenario once per player; each problem said once."""
-    seen: set[str] = set()
-    checked_personas: set[str] = set()
-    checked_pairs: set[tuple[str, str]] = set()
-    for case in reg.edition_cases():
-        persona, scenario = case.persona, case.scenario
-        batches: list[tuple[list[Field], Scenario | None]] = [(case_fields(reg, case), scenario)]
-        if persona.id not in checked_personas:
-            checked_personas.add(persona.id)
-            batches.append((persona_fields(reg, persona), None))
-            yield from generations(reg, persona)
-        if (scenario.id, persona.id) not in checked_pairs:
-            checked_pairs.add((scenario.id, persona.id))
-            batches.append((scenario_fields(reg, scenario), scenario))
-        for fields, cast in batches:
-            known = people(persona, cast)
-            for field in fields:
-                for problem in problems(reg, persona, known, field, cast is not None):
-                    if str(problem) not in seen:  # a scenario's text is read for each player
-                        seen.add(str(problem))
-                        yield problem
-
-
 def check_prose(reg: Registry) -> Iterator[InputError]:
     yield from each_field_once(reg, people_of, _field_problems, _generations)
     yield from check_pronouns(reg)
-    yield from check_meaning(reg)
 
 
 def _field_problems(reg: Registry, persona: Persona, people: list[Person], field: Field,

@@ -1,24 +1,25 @@
-"""The shape of the edition's stories, which `scenarios stats` reports: a model must not be
-able to learn the template instead of the person (issue 22 item 2)."""
+"""The shape of the edition's stories, which `scenarios stats` reports (a model must not be
+able to learn the template instead of the person), and the rule that no stage scripts the
+outcome. Each language's pack reads a stage's shape (pack.StoryShape)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
-from emobench.registry import zh_words
-from emobench.registry.fact_rules import MAX_NEED_OVERLAP, need_overlap
-from emobench.registry.language_tools import tools
-from emobench.registry.loader import Registry
+from emobench.errors import InputError
+from emobench.registry.checks.needs import MAX_NEED_OVERLAP, need_overlap
+from emobench.registry.checks.pack import language_of
+from emobench.registry.checks.packs import PACKS, tools
+from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import DEFAULT_LANGUAGE, Language, Scenario
-from emobench.registry.words import first_match, first_verb, name_words, patterns, story_words
 
 MAX_SHARE = Fraction(1, 3)  # of the scenarios opening with one move, or ending in an admission
 MIN_GOOD_NEWS_SETS = Fraction(1, 3)  # of the counterfactual sets, positive or mixed
 MAX_ASKING_OPENINGS = Fraction(1, 2)  # of a split's case openings, and of its first stages
 MAX_ASKING_LAST = Fraction(1, 3)  # of a split's last stages
-SHAPE_WORDS = "shape_words.yaml"
 
 
 @dataclass(frozen=True)
@@ -33,28 +34,18 @@ class Share:
     met: bool
 
 
-def _subjects(reg: Registry, scenario: Scenario) -> set[str]:
+def _names(reg: Registry, scenario: Scenario) -> list[str]:
     """Names a stage may start with: the playing personas' and the cast's."""
-    names = [c.persona.name for c in reg.edition_cases() if c.scenario.id == scenario.id]
-    return name_words(*names, *(m.name for m in scenario.cast or []))
-
-
-def _players(reg: Registry, scenario: Scenario) -> list[str]:
-    return [c.persona.name for c in reg.edition_cases() if c.scenario.id == scenario.id]
+    players = [c.persona.name for c in reg.edition_cases() if c.scenario.id == scenario.id]
+    return [*players, *(m.name for m in scenario.cast or [])]
 
 
 def opening_move(reg: Registry, scenario: Scenario) -> str:
-    if scenario.language != DEFAULT_LANGUAGE:
-        return zh_words.first_verb(scenario.stages[0], {*_players(reg, scenario),
-                                                        *(m.name for m in scenario.cast or [])})
-    return first_verb(scenario.stages[0], _subjects(reg, scenario))
+    return PACKS[scenario.language].shape.opening_move(scenario.stages[0], _names(reg, scenario))
 
 
 def ends_in_admission(reg: Registry, scenario: Scenario) -> bool:
-    last = scenario.stages[-1]
-    if scenario.language != DEFAULT_LANGUAGE:
-        return zh_words.first_match(last, zh_words.patterns(zh_words.SHAPE_WORDS_ZH, "admissions")) is not None
-    return first_verb(last, _subjects(reg, scenario)) in story_words().admission_verbs or "admit" in last.lower()
+    return PACKS[scenario.language].shape.admits(scenario.stages[-1], _names(reg, scenario))
 
 
 def shape_shares(reg: Registry) -> list[Share]:
@@ -82,20 +73,13 @@ def shape_shares(reg: Registry) -> list[Share]:
 
 def asks(text: str, language: Language = DEFAULT_LANGUAGE) -> str | None:
     """What makes a text ask for practical help: a question mark, or the first request phrase
-    of shape_words.yaml (shape_words_zh.yaml) found anywhere in it; None when it does not ask."""
-    if language != DEFAULT_LANGUAGE:
-        mark = next((m for m in ("?", "？") if m in text), None)
-        return mark or zh_words.first_match(text, zh_words.patterns(zh_words.SHAPE_WORDS_ZH, "request_phrases"))
-    if "?" in text:
-        return "?"
-    return first_match(text, patterns(SHAPE_WORDS, "request_phrases"))
+    of the language pack's shape_words.yaml found anywhere in it; None when it does not ask."""
+    return PACKS[language].shape.asks(text)
 
 
 def scripted_outcome(stage: str, language: Language = DEFAULT_LANGUAGE) -> str | None:
     """The words by which a stage decides what the person does, or None."""
-    if language != DEFAULT_LANGUAGE:
-        return zh_words.first_match(stage, zh_words.patterns(zh_words.SHAPE_WORDS_ZH, "scripted_outcomes"))
-    return first_match(stage, patterns(SHAPE_WORDS, "scripted_outcomes"))
+    return PACKS[language].shape.scripted_outcome(stage)
 
 
 def asking_shares(reg: Registry, split: str) -> list[Share]:
@@ -110,3 +94,14 @@ def asking_shares(reg: Registry, split: str) -> list[Share]:
             ("last stages", "ask, of the scenarios", last, len(scenarios), MAX_ASKING_LAST)]
     return [Share(name, detail, count, total, f"≤ {bound}", Fraction(count, max(total, 1)) <= bound)
             for name, detail, count, total, bound in rows]
+
+
+def check_scripted(reg: Registry) -> Iterator[InputError]:
+    language = language_of(reg)
+    for path, scenario in reg.current.scenarios.values():
+        for i, stage in enumerate(scenario.stages):
+            if words := scripted_outcome(stage, language):
+                yield InputError(display_path(path), f"stages[{i}]", f"scripts the outcome ({words!r}): "
+                                 "the subject is scored on what the person decides, so no stage decides it")
+
+

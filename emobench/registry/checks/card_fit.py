@@ -2,7 +2,7 @@
 brothers and sisters (siblings, the eldest, an only child) is checked against each player's
 facts, and so is what a case's own opening and need say (claims in card_fit.yaml).
 
-Text is read folded (emobench/registry/normalise.py). One InputError per claim and player,
+Text is read folded (emobench/registry/checks/normalise.py). One InputError per claim and player,
 naming the card's file and field.
 """
 
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from functools import cache
 
 from emobench.errors import InputError
+from emobench.registry.checks.normalise import fold
+from emobench.registry.checks.word_files import HERE, patterns, word_lists
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import Persona
-from emobench.registry.normalise import fold
-from emobench.registry.words import patterns, word_lists
 
-FIT = "card_fit.yaml"
+FIT = HERE / "card_fit.yaml"
 
 
 @dataclass(frozen=True)

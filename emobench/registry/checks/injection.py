@@ -1,7 +1,7 @@
 """Text addressed to the models inside a card: the simulated user and the judges read card
 text as data, so a card may not speak to them (patterns in injection.yaml), nor hide text
 from the checks with invisible characters or letters of another script that imitate ASCII.
-The patterns match the folded text (emobench/registry/normalise.py)."""
+The patterns match the folded text (emobench/registry/checks/normalise.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from functools import cache
 from typing import Any
 
 from emobench.errors import InputError
+from emobench.registry.checks.normalise import fold, unseen
+from emobench.registry.checks.word_files import HERE, first_match, patterns, word_lists
 from emobench.registry.loader import Registry, display_path
-from emobench.registry.normalise import fold, unseen
-from emobench.registry.words import first_match, patterns, word_lists
 
-INJECTION = "injection.yaml"
+INJECTION = HERE / "injection.yaml"
 _WORD = re.compile(r"\w+")
 
 

@@ -9,9 +9,9 @@ import re
 from collections.abc import Iterator
 
 from emobench.errors import InputError
+from emobench.registry.checks.lang.en.prose_forms import pronoun_inside
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import Persona
-from emobench.registry.prose_forms import pronoun_inside
 
 _SHE = re.compile(r"\b(?:she|her|hers|herself)\b", re.IGNORECASE)
 _HE = re.compile(r"\b(?:he|him|his|himself)\b", re.IGNORECASE)

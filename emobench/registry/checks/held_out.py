@@ -1,7 +1,8 @@
-"""The fourth edition's rules: a held-out test split, stories that do not script their own
-outcome, and hidden needs that are the persona's own in this situation.
+"""The test split is held out (from the fourth edition): no test persona, scenario, name, run
+of words or story appears in another split, and the demo replays dev. Read in words here, with
+each language's tools; meaning.py reads retold stories and twin personas by meaning.
 
-Each check yields one InputError per problem, naming the file and the field, as rules.py does.
+Each check yields one InputError per problem, naming the file and the field.
 """
 
 from __future__ import annotations
@@ -9,38 +10,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import combinations
 from pathlib import Path
 
 from emobench.errors import InputError
-from emobench.registry.fact_rules import MAX_NEED_OVERLAP
-from emobench.registry.language_tools import TextTools, language_of, tools
+from emobench.registry.checks.needs import jaccard
+from emobench.registry.checks.normalise import fold
+from emobench.registry.checks.pack import TextTools
+from emobench.registry.checks.packs import tools
 from emobench.registry.loader import Registry, display_path
-from emobench.registry.models import DEFAULT_LANGUAGE, Case, Persona, Scenario
-from emobench.registry.normalise import fold
-from emobench.registry.story_shape import scripted_outcome
+from emobench.registry.models import Case, Persona, Scenario
 
 TEST = "test"
 DEMO, DEV = "demo", "dev"
 MAX_STORY_JACCARD = 0.2  # content words shared by a test story and another split's story
-MAX_SIBLING_JACCARD = 0.3  # concepts shared by two hidden needs of one counterfactual set
 _WORDS = re.compile(r"[^\W\d_]+")  # a name word is matched whole; "Tobin's" holds "Tobin"
-MAX_WHY_SHARE = 0.35  # share of a need's content words found in the persona's own why
-
-
-def check_edition4(reg: Registry) -> Iterator[InputError]:
-    yield from _scripted(reg)
-    yield from _held_out(reg)
-    yield from _needs(reg, tools(reg))
-
-
-def _scripted(reg: Registry) -> Iterator[InputError]:
-    language = language_of(reg)
-    for path, scenario in reg.current.scenarios.values():
-        for i, stage in enumerate(scenario.stages):
-            if words := scripted_outcome(stage, language):
-                yield InputError(display_path(path), f"stages[{i}]", f"scripts the outcome ({words!r}): "
-                                 "the subject is scored on what the person decides, so no stage decides it")
 
 
 @dataclass(frozen=True)
@@ -179,7 +162,7 @@ def overlap(reg: Registry) -> Overlap | None:
     best, pair = 0.0, ("-", "-")
     for a, words in test.stories.items():
         for b, others in rest.stories.items():
-            score = _jaccard(words, others) if a != b else 0.0
+            score = jaccard(words, others) if a != b else 0.0
             if score > best:
                 best, pair = score, (a, b)
     return Overlap(sorted(set(test.personas) & set(rest.personas)),
@@ -199,11 +182,7 @@ def _shared_runs(test: Side, rest: Side, tt: TextTools) -> Iterator[tuple[Text, 
             yield text, found[1], found[0]
 
 
-def _jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a | b else 0.0
-
-
-def _held_out(reg: Registry) -> Iterator[InputError]:
+def check_held_out(reg: Registry) -> Iterator[InputError]:
     sides = held_out_sides(reg)
     if sides is None:
         return
@@ -217,7 +196,7 @@ def _held_out(reg: Registry) -> Iterator[InputError]:
         if persona_id in rest.personas:
             yield InputError(file, "id", f"{name} persona {persona_id!r} is also played in "
                              f"{_splits_of(reg, persona_id)}: the test split's people appear nowhere else")
-    said = _said(rest.texts, language_of(reg) == DEFAULT_LANGUAGE)
+    said = _said(rest.texts, tt.whole_names)
     for word, (file, field) in test.names.items():
         # a card field, else any text: a name at the start of a sentence is still the name
         other_file, other_field = rest.names.get(word) or said(word) or (file, "")
@@ -229,7 +208,7 @@ def _held_out(reg: Registry) -> Iterator[InputError]:
                          f"{o.file} ({o.field}): test text appears nowhere else")
     for a, words in test.stories.items():
         for b, others in rest.stories.items():
-            score = _jaccard(words, others)
+            score = jaccard(words, others)
             if score >= MAX_STORY_JACCARD and a != b:
                 yield InputError(test.scenarios[a], "stages", f"its story shares {score:.0%} of its "
                                  f"content words with {b!r} ({rest.scenarios[b]}), limit "
@@ -271,34 +250,3 @@ def _demo_from_dev(reg: Registry) -> Iterator[InputError]:
         elif twin.iedr != case.iedr:
             yield InputError(source.file, source.field("iedr"), f"differs from {twin.id}'s levels: the demo "
                              "replays a dev case as it is")
-
-
-def _needs(reg: Registry, tt: TextTools) -> Iterator[InputError]:
-    for scenario_id, cases in reg.counterfactual_sets().items():
-        for a, b in combinations(cases, 2):
-            if a.persona.id == b.persona.id:
-                continue
-            score = _jaccard(tt.concept_words(a.hidden_need, True), tt.concept_words(b.hidden_need, True))
-            if score >= MAX_SIBLING_JACCARD:
-                source = reg.current.sources[b.id]
-                yield InputError(source.file, source.field("hidden_need.text"), f"shares {score:.0%} of "
-                                 f"its concepts with {a.id}'s need in counterfactual set {scenario_id!r} "
-                                 f"(limit {MAX_SIBLING_JACCARD:.0%}): siblings need different things")
-    for case in reg.edition_cases():
-        if case.case_need is None:
-            continue
-        source = reg.current.sources[case.id]
-        where = (source.file, source.field("hidden_need.text"))
-        need = tt.concept_words(case.hidden_need, False)
-        why = case.persona.needs[case.dominant_axis].why
-        share = len(need & tt.concept_words(why, False)) / max(len(need), 1)
-        run = next((r for r in tt.runs(case.hidden_need, tt.why_run) if r in set(tt.runs(why, tt.why_run))
-                    and tt.run_content(r) >= tt.why_run_content), "")
-        if share >= MAX_WHY_SHARE or run:
-            detail = f"{tt.why_run} {tt.unit} in a row, {run!r}" if run else f"{share:.0%} of its content words"
-            yield InputError(*where, f"restates persona {case.persona.id!r}'s needs."
-                             f"{case.dominant_axis}.why ({detail}): the need is what this situation asks")
-        opening = len(need & tt.concept_words(case.opening, False)) / max(len(need), 1)
-        if opening >= MAX_NEED_OVERLAP:
-            yield InputError(*where, f"shares {opening:.0%} of its content words with the case's "
-                             f"opening (limit {MAX_NEED_OVERLAP:.0%}): the user never says the need")

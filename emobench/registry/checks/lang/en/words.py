@@ -1,17 +1,16 @@
-"""Reading a card's prose for the rules: names, verbs, content words (data in the YAML files
-beside this module), so the rules stay about the library and the lists stay editable data."""
+"""Reading English prose for the rules: names, verbs, content words (data in the YAML files
+beside this module, English's pack)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from emobench.errors import InputError
+from emobench.registry.checks.word_files import apostrophes, normalised, strings
 
 HERE = Path(__file__).parent
 _TOKEN = re.compile(r"[^\W\d_][\w'’-]*")
@@ -30,66 +29,32 @@ class StoryWords:
     stopwords: frozenset[str]
 
 
-def _apostrophes(word: str) -> str:
-    return word.replace("’", "'")
-
-
-def _strings(data: dict[str, Any], key: str, path: Path) -> list[str]:
-    """A word list; a bare YAML boolean (no, on, off) would silently become False or True."""
-    items = data.get(key)
-    if not isinstance(items, list) or not all(isinstance(w, str) for w in items):
-        raise InputError(path, key, "must be a list of strings (quote no, on, off, yes)")
-    return items
-
-
 @lru_cache(maxsize=1)
 def story_words() -> StoryWords:
     names_path, words_path = HERE / "common_names.yaml", HERE / "story_words.yaml"
     names = yaml.safe_load(names_path.read_text(encoding="utf-8"))
     words = yaml.safe_load(words_path.read_text(encoding="utf-8"))
     return StoryWords(
-        common_names=frozenset(_apostrophes(n) for n in _strings(names, "names", names_path)),
-        family=frozenset(_strings(words, "family", words_path)),
-        adverbs=frozenset(_strings(words, "adverbs", words_path)),
-        admission_verbs=frozenset(_strings(words, "admission_verbs", words_path)),
-        menus=tuple(re.compile(p, re.IGNORECASE) for p in _strings(words, "menus", words_path)),
-        stopwords=frozenset(_strings(words, "stopwords", words_path)),
+        common_names=frozenset(apostrophes(n) for n in strings(names, "names", names_path)),
+        family=frozenset(strings(words, "family", words_path)),
+        adverbs=frozenset(strings(words, "adverbs", words_path)),
+        admission_verbs=frozenset(strings(words, "admission_verbs", words_path)),
+        menus=tuple(re.compile(p, re.IGNORECASE) for p in strings(words, "menus", words_path)),
+        stopwords=frozenset(strings(words, "stopwords", words_path)),
     )
-
-
-@cache
-def word_lists(file_name: str) -> dict[str, tuple[str, ...]]:
-    """Every list of strings in a word file beside this module (shape_words.yaml, ...)."""
-    path = HERE / file_name
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return {key: tuple(_strings(data, key, path)) for key in data}
-
-
-@cache
-def patterns(file_name: str, key: str) -> tuple[re.Pattern[str], ...]:
-    """A list of regular expressions from a word file, compiled case-insensitively."""
-    return tuple(re.compile(p, re.IGNORECASE) for p in word_lists(file_name)[key])
-
-
-def first_match(text: str, found: tuple[re.Pattern[str], ...]) -> str | None:
-    """The first pattern's match in text, as written there, or None."""
-    for pattern in found:
-        if match := pattern.search(_apostrophes(text)):
-            return match.group(0)
-    return None
 
 
 def name_words(*names: str | None) -> set[str]:
     """The words a name may appear as: "Ama Owusu" allows Ama, Owusu and Ama's."""
     out: set[str] = set()
     for name in names:
-        for word in _TOKEN.findall(_apostrophes(name or "")):
+        for word in _TOKEN.findall(apostrophes(name or "")):
             out.add(_bare(word))
     return out
 
 
 def _bare(word: str) -> str:
-    word = _apostrophes(word)
+    word = apostrophes(word)
     return word[:-2] if word.endswith("'s") else word.rstrip("'")
 
 
@@ -143,7 +108,7 @@ def first_verb(stage: str, subjects: set[str]) -> str:
 def content_words(text: str) -> set[str]:
     stop = story_words().stopwords
     out = set()
-    for token in _TOKEN.findall(_apostrophes(text.lower())):
+    for token in _TOKEN.findall(apostrophes(text.lower())):
         word = token.split("'")[0]
         if word and word not in stop and len(word) > 1:
             out.add(_fold(word))
@@ -172,7 +137,7 @@ def concept_words(text: str, synonyms: bool = True) -> set[str]:
 
 def word_runs(text: str, length: int) -> list[str]:
     """Every run of `length` words in text, lower case, punctuation ignored, in order."""
-    words = normalised(_apostrophes(text)).split()
+    words = normalised(apostrophes(text)).split()
     return [" ".join(words[i:i + length]) for i in range(len(words) - length + 1)]
 
 
@@ -180,8 +145,3 @@ def shared_run(a: str, b: str, length: int) -> str:
     """The first run of `length` words that a and b share, or ""."""
     grams = set(word_runs(b, length))
     return next((run for run in word_runs(a, length) if run in grams), "")
-
-
-def normalised(text: str) -> str:
-    """Text for duplicate detection: lower case, letters and digits only, single spaces."""
-    return " ".join(re.findall(r"\w+", text.lower()))

@@ -1,9 +1,9 @@
-"""The authoring rules for the Chinese library (cards in personas/zh and scenarios/zh, splits
-named like test-zh): the third and fourth editions' rules, read with Chinese word lists and a
-segmenter instead of capitals and English words. The fourth edition's held-out, story-shape
-and hidden-need rules are edition4's, which reads each language with its own tools.
+"""The Chinese fact rules that read prose (cards in personas/zh and scenarios/zh, splits named
+like test-zh): case ids, names (jieba's name tag; Chinese has no capitals), dated memories within
+the lives they name, persona text that names no story's cast. The rules every language shares
+are in checks/facts.py and checks/needs.py.
 
-Each check yields one InputError per problem, naming the file and the field, as rules.py does.
+Each check yields one InputError per problem, naming the file and the field.
 """
 
 from __future__ import annotations
@@ -12,29 +12,24 @@ import re
 from collections.abc import Iterator
 
 from emobench.errors import InputError
-from emobench.registry import fact_rules
-from emobench.registry.edition4 import check_edition4
+from emobench.registry.checks import facts
+from emobench.registry.checks.lang.zh.words import content_words, is_family, name_known, person_names
+from emobench.registry.checks.needs import case_needs, need_overlaps
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import Persona, Scenario
-from emobench.registry.zh_prose import check_zh_prose
-from emobench.registry.zh_words import content_words, is_family, name_known, person_names
 
 
-def check_zh(reg: Registry) -> Iterator[InputError]:
-    players = fact_rules.scenario_players(reg)
+def check_facts(reg: Registry) -> Iterator[InputError]:
+    players = facts.scenario_players(reg)
     yield from _split_ids(reg)
-    yield from fact_rules.case_needs(reg)
-    yield from fact_rules.need_overlaps(reg, content_words)
+    yield from case_needs(reg)
+    yield from need_overlaps(reg, content_words)
     yield from _names(reg, players)
-    yield from fact_rules.people(reg, players, family_of=is_family)
+    yield from facts.people(reg, players, family_of=is_family)
     yield from _lives(reg, players)
-    yield from fact_rules.duplicate_memories(reg)
+    yield from facts.duplicate_memories(reg)
     yield from _persona_text(reg)
-    for path, persona in reg.current.personas.values():
-        if persona.facts is not None and persona.facts.home is None:
-            yield InputError(display_path(path), "facts.home", "missing: the persona's city or town")
-    yield from check_edition4(reg)
-    yield from check_zh_prose(reg)
+    yield from facts.homes(reg)
 
 
 def _split_ids(reg: Registry) -> Iterator[InputError]:

@@ -1,7 +1,7 @@
 """Reading Chinese prose for the rules: jieba's segmenter and part-of-speech tags (MIT; its
 dictionary takes about a second to load, so once and only when a Chinese card is checked),
-and the Chinese word lists beside this module (prose_words_zh.yaml, shape_words_zh.yaml,
-need_concepts_zh.yaml)."""
+and the Chinese word lists beside this module (prose_words.yaml, shape_words.yaml,
+need_concepts.yaml)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ import logging
 import re
 import warnings
 from functools import cache, lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from emobench.errors import InputError
-from emobench.registry.words import HERE
 
 if TYPE_CHECKING:
     from jieba.posseg import POSTokenizer
 
-PROSE_WORDS_ZH = "prose_words_zh.yaml"
-SHAPE_WORDS_ZH = "shape_words_zh.yaml"
-NEED_CONCEPTS_ZH = "need_concepts_zh.yaml"
+HERE = Path(__file__).parent
+PROSE_WORDS = "prose_words.yaml"
+SHAPE_WORDS = "shape_words.yaml"
+NEED_CONCEPTS = "need_concepts.yaml"
 NAME_TAGS = frozenset({"nr", "nrfg", "nrt"})  # jieba's tags for a person's name
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _RUN_CHARS = re.compile(r"[\u4e00-\u9fff0-9A-Za-z]")
@@ -73,10 +74,10 @@ def person_names(text: str) -> list[str]:
     """Words jieba tags as a person's name, in order, once each: two to four characters that
     start with a common surname (two-character ones also rare in its dictionary, unlike 明白),
     without the relation and address words it mistakes for names (孙子, 老公, 阿姨)."""
-    relations: dict[str, list[str]] = data(PROSE_WORDS_ZH)["relations"]
-    skip = set(strings(PROSE_WORDS_ZH, "not_names")) | {w for words in relations.values() for w in words}
-    family = set(strings(PROSE_WORDS_ZH, "surnames"))
-    most = int(data(PROSE_WORDS_ZH)["max_name_frequency"])
+    relations: dict[str, list[str]] = data(PROSE_WORDS)["relations"]
+    skip = set(strings(PROSE_WORDS, "not_names")) | {w for words in relations.values() for w in words}
+    family = set(strings(PROSE_WORDS, "surnames"))
+    most = int(data(PROSE_WORDS)["max_name_frequency"])
     found = [w for w, tag in tagged(text)
              if tag in NAME_TAGS and 2 <= len(w) <= 4 and w not in skip and _CJK.search(w)
              and (w[:1] in family or w[:2] in family) and (len(w) >= 3 or _frequency(w) < most)]
@@ -93,9 +94,9 @@ def name_known(word: str, known: set[str]) -> bool:
     or a surname with a title or prefix (王阿姨, 老王)."""
     if any(word in name for name in known):
         return True
-    titles = strings(PROSE_WORDS_ZH, "name_titles")
+    titles = strings(PROSE_WORDS, "name_titles")
     family = {s for name in known if _CJK.search(name) for s in surnames(name)}
-    for prefix in strings(PROSE_WORDS_ZH, "name_prefixes"):
+    for prefix in strings(PROSE_WORDS, "name_prefixes"):
         if word.startswith(prefix) and word[len(prefix):] in family | {n[-1:] for n in known}:
             return True
     return any(word.startswith(s) and word[len(s):] in titles for s in family)
@@ -105,7 +106,7 @@ def parse_number(text: str) -> int | None:
     """Digits or a Chinese numeral up to 999 (五十二, 一百零三, 两)."""
     if text.isdigit():
         return int(text)
-    digits: dict[str, int] = data(PROSE_WORDS_ZH)["digits"]
+    digits: dict[str, int] = data(PROSE_WORDS)["digits"]
     total, current = 0, 0
     for ch in text:
         if ch in digits:
@@ -124,7 +125,7 @@ def parse_number(text: str) -> int | None:
 def relation_group(relation: str) -> str | None:
     """The relation group of a recorded relation: the group of the longest word it ends with."""
     best: tuple[int, str] | None = None
-    groups: dict[str, list[str]] = data(PROSE_WORDS_ZH)["relations"]
+    groups: dict[str, list[str]] = data(PROSE_WORDS)["relations"]
     for group, words in groups.items():
         for word in words:
             if relation.endswith(word) and (best is None or len(word) > best[0]):
@@ -133,18 +134,18 @@ def relation_group(relation: str) -> str | None:
 
 
 def is_family(relation: str) -> bool:
-    return relation_group(relation) in set(strings(PROSE_WORDS_ZH, "family_groups"))
+    return relation_group(relation) in set(strings(PROSE_WORDS, "family_groups"))
 
 
 def content_words(text: str) -> set[str]:
     """The words of a text that carry its content: two characters or more, not stopwords."""
-    stop = set(strings(NEED_CONCEPTS_ZH, "stopwords"))
+    stop = set(strings(NEED_CONCEPTS, "stopwords"))
     return {w for w, _ in tagged(text) if len(w) >= 2 and _CJK.search(w) and w not in stop}
 
 
 @cache
 def _concepts() -> dict[str, str]:
-    groups: list[list[str]] = data(NEED_CONCEPTS_ZH)["groups"]
+    groups: list[list[str]] = data(NEED_CONCEPTS)["groups"]
     return {word: group[0] for group in groups for word in group}
 
 

@@ -1,7 +1,7 @@
 """The Chinese library's prose agrees with the facts (the fourth edition's rule, read in
 Chinese): every relative the prose speaks of (我妈, 她老公) is in the persona's facts or the
 cast, and what it says of them (a death, a call today, an age, years since a death, where the
-persona lives) fits those facts. Word lists: prose_words_zh.yaml.
+persona lives) fits those facts. Word lists: prose_words.yaml beside this module.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from dataclasses import dataclass
 from functools import cache
 
 from emobench.errors import InputError
+from emobench.registry.checks.fields import Field, each_field_once, told_as_living
+from emobench.registry.checks.lang.zh.words import NUM, PROSE_WORDS, data, parse_number, relation_group, strings, tagged
 from emobench.registry.loader import Registry, display_path
-from emobench.registry.meaning_rules import check_meaning
 from emobench.registry.models import Persona, Scenario
-from emobench.registry.prose_forms import told_as_living
-from emobench.registry.prose_rules import Field, each_field_once
-from emobench.registry.zh_words import NUM, PROSE_WORDS_ZH, data, parse_number, relation_group, strings, tagged
 
 AGE_SLACK = 1  # a stated age may be a year off the birth year (the birthday may be to come)
 MIN_PARENT_AGE = 12
@@ -28,7 +26,7 @@ PARENTS = frozenset({"mother", "father", "grandmother", "grandfather", "stepmoth
 @dataclass(frozen=True)
 class Person:
     name: str
-    group: str | None  # relation group in prose_words_zh.yaml
+    group: str | None  # relation group in prose_words.yaml
     status: str
     born: int | None
     died: int | None
@@ -40,13 +38,13 @@ def _alternatives(words: list[str]) -> str:
 
 
 def _groups() -> dict[str, list[str]]:
-    groups: dict[str, list[str]] = data(PROSE_WORDS_ZH)["relations"]
+    groups: dict[str, list[str]] = data(PROSE_WORDS)["relations"]
     return groups
 
 
 @cache
 def _mention() -> re.Pattern[str]:
-    owners = _alternatives(list(strings(PROSE_WORDS_ZH, "possessors")))
+    owners = _alternatives(list(strings(PROSE_WORDS, "possessors")))
     words = _alternatives([w for ws in _groups().values() for w in ws])
     return re.compile(rf"(?:{owners})({words})(?![们儿])")
 
@@ -72,13 +70,13 @@ def _reference(person: Person, people: list[Person]) -> str:
     names = [person.name, *([person.name[1:]] if len(person.name) == 3 else [])]
     parts = [_alternatives(names)]
     if person.group and not any(p.group == person.group and p.status != person.status for p in people):
-        owners = _alternatives(list(strings(PROSE_WORDS_ZH, "possessors")))
+        owners = _alternatives(list(strings(PROSE_WORDS, "possessors")))
         parts.append(rf"(?:{owners})?(?:{_alternatives(_groups()[person.group])})")
     return "(?:" + "|".join(parts) + ")"
 
 
 def _first(key: str, text: str, **fill: str) -> re.Match[str] | None:
-    for template in strings(PROSE_WORDS_ZH, key):
+    for template in strings(PROSE_WORDS, key):
         pattern = template
         for name, value in fill.items():
             pattern = pattern.replace("{" + name + "}", value)
@@ -87,9 +85,8 @@ def _first(key: str, text: str, **fill: str) -> re.Match[str] | None:
     return None
 
 
-def check_zh_prose(reg: Registry) -> Iterator[InputError]:
+def check_prose(reg: Registry) -> Iterator[InputError]:
     yield from each_field_once(reg, people_of, _problems, _generations)
-    yield from check_meaning(reg)
 
 
 def _problems(reg: Registry, persona: Persona, people: list[Person], field: Field,
@@ -115,7 +112,7 @@ def _unknown_relatives(persona: Persona, people: list[Person], field: Field,
 
 
 def _death_and_life(people: list[Person], field: Field) -> Iterator[InputError]:
-    spouses = set(strings(PROSE_WORDS_ZH, "spouse_groups"))
+    spouses = set(strings(PROSE_WORDS, "spouse_groups"))
     if not any(p.status == "dead" and p.group in spouses for p in people):
         if widowed := _first("widowed_templates", field.text):
             yield InputError(field.file, field.field, f"{widowed.group(0)!r}, but no husband or wife "
@@ -136,7 +133,7 @@ def _ages(reg: Registry, persona: Persona, field: Field) -> Iterator[InputError]
         return
     age = reg.info.present_year - persona.facts.born
     name = re.escape(persona.name)
-    exact = list(strings(PROSE_WORDS_ZH, "age_templates"))
+    exact = list(strings(PROSE_WORDS, "age_templates"))
     for template in exact if field.field == "identity" else exact[:-1]:
         for found in re.finditer(template.replace("{num}", NUM).replace("{name}", name), field.text):
             stated = parse_number(found.group(1))
@@ -147,7 +144,7 @@ def _ages(reg: Registry, persona: Persona, field: Field) -> Iterator[InputError]
                                  f"{persona.name} {stated}, but facts.born {persona.facts.born} makes them "
                                  f"{age - 1} or {age} in {reg.info.present_year}")
                 return
-    for template in strings(PROSE_WORDS_ZH, "decade_templates"):
+    for template in strings(PROSE_WORDS, "decade_templates"):
         for found in re.finditer(template.replace("{num}", NUM).replace("{name}", name), field.text):
             decade = parse_number(found.group(1))
             if decade is None:
@@ -163,7 +160,7 @@ def _durations(reg: Registry, people: list[Person], field: Field) -> Iterator[In
     if field.memory:
         return
     year = reg.info.present_year
-    recent: dict[str, int] = data(PROSE_WORDS_ZH)["recent_years"]
+    recent: dict[str, int] = data(PROSE_WORDS)["recent_years"]
     for person in (p for p in people if p.status == "dead"):
         ref = _reference(person, people)
         found = _first("duration_templates", field.text, ref=ref, num=NUM)
@@ -203,7 +200,7 @@ def _home(persona: Persona, field: Field) -> Iterator[InputError]:
     home = persona.facts.home if persona.facts else None
     if not home or field.memory:
         return
-    before = _alternatives(list(strings(PROSE_WORDS_ZH, "home_before")))
+    before = _alternatives(list(strings(PROSE_WORDS, "home_before")))
     subject = rf"(?:^|[，。！？；、\s])(?:我|她|他|{re.escape(persona.name)})(?:现在|一直|一个人|还|也)?(?:{before})"
     for found in re.finditer(subject, field.text):
         place = next((w for w, tag in tagged(field.text[found.end():])[:3] if tag == "ns"), None)

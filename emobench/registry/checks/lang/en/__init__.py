@@ -1,0 +1,1 @@
+"""The English pack (pack.py)."""

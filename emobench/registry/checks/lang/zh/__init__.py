@@ -1,0 +1,1 @@
+"""The Chinese pack (pack.py)."""
