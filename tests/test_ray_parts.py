@@ -51,7 +51,7 @@ class _Handle:
 def test_leased_slots_never_exceed_the_cap_and_all_come_back(cap: int, workers: int, calls: list[tuple[int, int]]) -> None:
     budget = EndpointBudget({"user": cap})
     handle = _Handle(budget)
-    gates = [LeasedGate(handle, "user", holder, batch_size(cap, workers)) for holder in range(workers)]
+    gates = [LeasedGate(handle, "user", holder, batch_size(cap, workers), keep=cap // workers) for holder in range(workers)]
     flying, peak = Counter[str](), Counter[str]()
 
     async def call(worker: int, hold: int) -> None:
@@ -69,9 +69,36 @@ def test_leased_slots_never_exceed_the_cap_and_all_come_back(cap: int, workers: 
 
     asyncio.run(run())
     assert 1 <= peak["user"] <= cap
-    # Whatever a worker still holds is below one batch, and nothing was lost on the way.
-    assert all(gate.busy == 0 and gate.held < gate.batch for gate in gates)
+    # Whatever a worker still holds is its share, or with none below one batch; nothing was lost on the way.
+    assert all(gate.busy == 0 and gate.held <= (gate.keep or gate.batch - 1) for gate in gates)
     assert budget.free["user"] + sum(gate.held for gate in gates) == cap
+
+
+def test_a_worker_busy_on_its_whole_share_waits_for_its_own_slots_not_on_the_budget() -> None:
+    # Two workers, each with more calls than its share of the cap: all slots are out, so asking
+    # the budget again (a round trip each) cannot help; a worker waits for one of its own.
+    cap, workers = 4, 2
+    budget = EndpointBudget({"user": cap})
+    handle = _Handle(budget)
+    gates = [LeasedGate(handle, "user", holder, batch_size(cap, workers), keep=cap // workers) for holder in range(workers)]
+    flying = peak = 0
+
+    async def call(gate: LeasedGate) -> None:
+        nonlocal flying, peak
+        await gate.acquire()
+        flying += 1
+        peak = max(peak, flying)
+        await asyncio.sleep(0.004)
+        flying -= 1
+        gate.release()
+
+    async def run() -> None:
+        await asyncio.wait_for(asyncio.gather(*(call(gates[i % workers]) for i in range(48))), timeout=30)
+
+    asyncio.run(run())
+    assert peak == cap
+    assert budget.round_trips <= 2 * workers, budget.round_trips  # the first lease, and one ask that found none
+    assert [gate.held for gate in gates] == [2, 2] and budget.free["user"] == 0  # each keeps its share
 
 
 def test_a_restarted_worker_frees_what_its_lost_predecessor_held() -> None:

@@ -1,8 +1,8 @@
 """Each role's concurrency cap, held across a whole Ray cluster rather than per worker.
 
 One budget actor owns every role's cap (its ``max_concurrency``) as a count of free call slots.
-Workers lease slots in batches and keep them while they have calls to make, so a call waits on
-the actor only when its worker has no slot left; idle slots beyond a batch go back. A restarted
+Workers lease slots in batches and each keeps its even share of the cap, so a call waits on the
+actor only when its worker has no slot left, and on a slot of its own when every slot is out. A restarted
 worker first gives back what its lost predecessor held, whose calls died with it.
 
 The same actor keeps the run's fault ledger: a worker tells it of each fault as it happens, and
@@ -16,13 +16,14 @@ awaits the ``.remote`` calls of the handle it is given.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 from emobench.endpoints.client import Completion, EndpointStats
 from emobench.records import Sampling
 
-POLL_S = 0.02  # how soon a worker that got no slot asks again
+POLL_S = 0.02  # how soon a worker that holds no slot and got none asks again
+SPARE_S = 1.0  # how soon a worker whose own slots are all busy asks again for one to spare
 
 
 class EndpointBudget:
@@ -77,31 +78,46 @@ class EndpointBudget:
 
 
 def batch_size(cap: int, workers: int) -> int:
-    """Slots leased per round trip: a worker's even share of the cap. A worker keeps fewer than a
-    batch idle, so all of them together keep fewer than the cap: one that has none can always get one.
-    Measured (bench/bench_ray.py, 2 workers, cap 16): half a share per lease made one lease round
-    trip per 9 model calls."""
+    """Slots leased per round trip: a worker's even share of the cap, or one where the cap is
+    smaller than the workers."""
     return max(1, cap // workers)
 
 
 class LeasedGate:
-    """A worker's share of one role's cap: a semaphore whose permits are leased from the budget."""
+    """A worker's share of one role's cap: a semaphore whose permits are leased from the budget.
 
-    def __init__(self, budget: Any, role: str, holder: int, batch: int) -> None:
+    A worker keeps ``keep`` slots (its even share, ``cap // workers``) once leased, and gives back
+    at once any beyond it that no call waits for; with no share to keep (a cap below the workers)
+    it keeps fewer than a batch idle. So all workers together keep at most the cap, and one with
+    no slot can always get one. A worker that finds every slot out while its own are busy waits
+    for one of its own rather than asking again: the budget is asked at most every SPARE_S then.
+    Measured (bench/bench_ray.py, 2 workers, cap 16): asking every POLL_S instead made a round
+    trip per four model calls."""
+
+    def __init__(self, budget: Any, role: str, holder: int, batch: int, keep: int = 0) -> None:
         self._budget = budget
         self.role = role
         self._holder = holder
         self.batch = batch
+        self.keep = keep
         self.held = 0
         self.busy = 0
         self._waiting = 0
         self._asking: asyncio.Future[None] | None = None
+        self._spare_at = 0.0  # until then the budget is taken to have no slot to spare
+        self._wakers: deque[asyncio.Future[None]] = deque()  # calls waiting for one of this worker's slots
 
     async def _ask(self) -> None:
         try:
             granted = await self._budget.lease.remote(self.role, self.batch, self._holder)
             self.held += granted
-            if not granted:  # every slot is out on another worker
+            if granted:
+                return
+            if self.busy:  # one of its own comes back sooner than the budget has one to spare
+                loop = asyncio.get_running_loop()
+                self._spare_at = loop.time() + SPARE_S
+                loop.call_at(self._spare_at, self._wake_all)
+            else:  # every slot is out on another worker
                 await asyncio.sleep(POLL_S)
         finally:
             self._asking = None
@@ -110,6 +126,9 @@ class LeasedGate:
         self._waiting += 1
         try:
             while self.busy >= self.held:
+                if self.busy and asyncio.get_running_loop().time() < self._spare_at:
+                    await self._own_slot()
+                    continue
                 if self._asking is None:  # one request at a time; every waiter waits on it
                     self._asking = asyncio.ensure_future(self._ask())
                 await asyncio.shield(self._asking)
@@ -117,10 +136,34 @@ class LeasedGate:
             self._waiting -= 1
         self.busy += 1
 
+    async def _own_slot(self) -> None:
+        waker = asyncio.get_running_loop().create_future()
+        self._wakers.append(waker)
+        try:
+            await waker
+        except asyncio.CancelledError:
+            if waker.done() and not waker.cancelled():  # woken but gone: the slot goes to the next
+                self._wake_one()
+            raise
+
+    def _wake_one(self) -> None:
+        while self._wakers:
+            waker = self._wakers.popleft()
+            if not waker.done():
+                waker.set_result(None)
+                return
+
+    def _wake_all(self) -> None:
+        while self._wakers:
+            self._wake_one()
+
     def release(self) -> None:
         self.busy -= 1
-        idle = self.held - self.busy
-        if not self._waiting and idle >= self.batch:
+        if self._wakers:
+            self._wake_one()
+            return
+        idle = self.held - max(self.busy, self.keep)
+        if not self._waiting and idle >= (1 if self.keep else self.batch):
             self.held -= idle
             self._budget.give_back.remote(self.role, idle, self._holder)
 

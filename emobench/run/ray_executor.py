@@ -163,7 +163,8 @@ class EpisodeWorker:
         self._pool = EndpointPool(self._stack, logs, cache, on_fault=self._faults.note)
 
         def wrap(place: str, role: RoleConfig, client: ChatEndpoint) -> ChatEndpoint:
-            gate = LeasedGate(self._budget, place, self._index, batch_size(role.max_concurrency, spec.workers))
+            cap = role.max_concurrency
+            gate = LeasedGate(self._budget, place, self._index, batch_size(cap, spec.workers), keep=cap // spec.workers)
             return BudgetedEndpoint(client, gate)
 
         self._bound = await bind_roles(self._pool, config, wrap)
