@@ -14,16 +14,17 @@ from __future__ import annotations
 import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-import pandas as pd
 import pyarrow as pa
 
 from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
 from emobench.prompts import PromptTemplate
 from emobench.records import Episode, ModelCall, PairwiseVerdict
 from emobench.registry import Case
-from emobench.scoring.reliability import FLIP_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Order = Literal["ab", "ba"]
 Shown = Literal["1", "2"]
@@ -214,6 +215,12 @@ def verdicts_frame(verdicts: Sequence[PairwiseVerdict]) -> pd.DataFrame:
     Rows without a winner are dropped but counted: attrs["n_invalid"] is their number and
     attrs["invalid_by_judge"] maps each judge to its own (one row per dimension and order).
     """
+    # Imported here: pandas and scipy (reliability's) cost a Ray worker, which only plays and
+    # judges episodes, about 1.5 s of CPU to start (bench/bench_ray.py).
+    import pandas as pd
+
+    from emobench.scoring.reliability import FLIP_COLUMNS
+
     valid = [v.model_dump(include=set(FLIP_COLUMNS)) for v in verdicts if v.winner is not None]
     frame = pd.DataFrame(valid, columns=list(FLIP_COLUMNS))
     invalid = Counter(v.judge for v in verdicts if v.winner is None)
