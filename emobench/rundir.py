@@ -99,6 +99,9 @@ class RunDir:
     def read_episodes(self) -> list[Episode]:
         return read_records(self.episodes, Episode)
 
+    def iter_episodes(self) -> Iterator[Episode]:
+        return iter_records(self.episodes, Episode)
+
     def done_keys(self) -> set[str]:
         """Keys of the finished episodes."""
         return _keys(self.episodes)
@@ -174,15 +177,19 @@ def whole_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
 
 def read_records(path: Path, model: type[R]) -> list[R]:
-    records = []
+    return list(iter_records(path, model))
+
+
+def iter_records(path: Path, model: type[R]) -> Iterator[R]:
+    """The records one at a time: a run's episodes take tens of KB each in memory, and a process
+    that held them all (a resume checking 5,000 of them) kept that memory to its end."""
     for number, line in whole_lines(path):
         try:
-            records.append(model.model_validate_json(line))
+            yield model.model_validate_json(line)
         except ValidationError as exc:
             err = exc.errors()[0]
             field = ".".join(str(p) for p in err["loc"])
             raise InputError(path, f"line {number}: {field}" if field else f"line {number}", err["msg"]) from None
-    return records
 
 
 def repair_tail(path: Path) -> int:

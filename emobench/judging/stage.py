@@ -21,7 +21,7 @@ from emobench.judging.pairwise import judge_pairs, plan_pairs
 from emobench.prompts import PromptTemplate, load_language_template
 from emobench.records import Episode, EpisodeJudgement, HolisticVerdict, ModelCall, PairwiseVerdict, TurnJudgement
 from emobench.registry import Case, Registry
-from emobench.rundir import RunDir, append_line, read_records
+from emobench.rundir import RunDir, append_line, iter_records, read_records
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ async def judge_episodes(
 ) -> int:
     """Judge every episode not yet in out/judgements.jsonl; returns how many were judged now.
     tick, when given, hears of each episode judged."""
-    done = {j.key for j in read_records(out.judgements, EpisodeJudgement)}
+    done = {j.key for j in iter_records(out.judgements, EpisodeJudgement)}  # not a list of them all: a run's worth
     todo = [e for e in episodes if e.key not in done]
     gate = asyncio.Semaphore(concurrency)
 

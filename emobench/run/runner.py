@@ -36,7 +36,7 @@ from emobench.registry.local import CASES_FILE, read_split_info
 from emobench.run.adaptive import Stopper
 from emobench.run.binding import bind_roles, load_prompts, run_registry
 from emobench.run.preflight import preflight
-from emobench.rundir import RunDir, atomic_write_bytes, read_records
+from emobench.rundir import RunDir, atomic_write_bytes, iter_records
 
 ROOT = library_root()
 
@@ -116,15 +116,16 @@ def _finished(rd: RunDir, split: list[Case]) -> tuple[set[str], set[str]]:
     first, so that a run directory that cannot be resumed is refused before anything is written."""
     done: set[str] = set()
     known = {case.id for case in split}
-    for number, episode in enumerate(rd.read_episodes(), start=1):
+    for number, episode in enumerate(rd.iter_episodes(), start=1):  # one at a time: the driver keeps the keys only
         if episode.key in done:
             raise InputError(rd.episodes, f"record {number}", f"episode {episode.key} appears twice")
         if episode.case_id not in known:
             raise InputError(rd.episodes, f"record {number}", f"case {episode.case_id!r} is not in this run's split")
         done.add(episode.key)
-    judged = {j.key for j in read_records(rd.judgements, EpisodeJudgement)}
-    read_records(rd.pairwise_log, PairwiseVerdict)
-    read_records(rd.pairwise_calls, ModelCall)
+    judged = {j.key for j in iter_records(rd.judgements, EpisodeJudgement)}
+    for path, model in ((rd.pairwise_log, PairwiseVerdict), (rd.pairwise_calls, ModelCall)):
+        for _ in iter_records(path, model):  # checked, not kept
+            pass
     rd.fault_counts()
     return done, judged
 
@@ -183,9 +184,11 @@ async def _judge_leftovers(
     judgement; pairwise comparisons need every subject's episode. Only then is episodes.jsonl
     read back: episodes finished in this run were judged as they ended. ``subjects`` are those
     with episodes in the run directory."""
-    if not unjudged and not (panel.config.pairwise and len(subjects) > 1):
+    pairwise = panel.config.pairwise and len(subjects) > 1
+    if not unjudged and not pairwise:
         return
-    episodes = [e for e in rd.read_episodes() if in_shard(e.case_id, e.seed, shard)]
+    # Without pairwise comparisons, only the unjudged episodes are read into memory, not the run's.
+    episodes = [e for e in rd.iter_episodes() if in_shard(e.case_id, e.seed, shard) and (pairwise or e.key in unjudged)]
     judged = await judge_episodes(rd, episodes, registry, panel, limits, concurrency)
     if judged:
         console.print(f"judged {judged} episode(s) left unjudged by an earlier run, panel {panel.config.name!r}")
@@ -286,7 +289,9 @@ async def run_benchmark(
             writes.add(write)
             write.add_done_callback(writes.discard)
             await asyncio.shield(write)
-            rd.mark_latest()
+            if not latest:  # once: a symlink and a rename per episode were a few per cent of a call's CPU
+                latest.append(rd.path)
+                rd.mark_latest()
 
         async def one(subject: RoleCaller, case: Case, seed: int) -> int:
             if cluster is not None:  # a worker played and judged it; this process alone writes
@@ -301,6 +306,7 @@ async def run_benchmark(
             return len(episode.turns)
 
         writes: set[asyncio.Future[None]] = set()
+        latest: list[Path] = []  # the run was made runs/latest by its first episode written here
         total = len(done) + len(jobs)
         grid = [(case.id, seed) for case in cases for seed in config.seeds]
         waves = stop.waves(grid) if stop is not None else [grid]
