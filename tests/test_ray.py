@@ -216,40 +216,53 @@ def test_each_roles_cap_holds_across_the_cluster(cluster: Path, tmp_path: Path) 
 
 
 @pytest.mark.timeout(400)
-def test_a_killed_driver_leaves_a_run_that_resume_completes(
+def test_a_killed_driver_leaves_a_run_that_a_ray_resume_completes_playing_nothing_finished_again(
     cluster: Path, server: FakeOpenAIServer, local_run: Path, tmp_path: Path
 ) -> None:
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(_config_data(server.base_url)))
-    mark, temp = uuid.uuid4().hex, tempfile.mkdtemp(prefix="ebd-")  # the driver's own local Ray
-    env = {**os.environ, MARK_VAR: mark, "TMPDIR": temp, "OMP_NUM_THREADS": "1"}
+    # The driver joins this module's Ray (no Ray of its own to start); Ray ends its workers with it.
     cmd = [sys.executable, "-m", "emobench", "run", "--config", str(config), "--out", str(tmp_path), "--run-id", "r",
-           "--no-cache", "--no-progress", "--ray"]
-    episodes = tmp_path / "r" / "episodes.jsonl"
+           "--no-cache", "--no-progress", "--ray", ray.get_runtime_context().gcs_address]
+    episodes, judgements = tmp_path / "r" / "episodes.jsonl", tmp_path / "r" / "judgements.jsonl"
     server.state.latency_s = 0.1
-    driver = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    driver = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 200
         while driver.poll() is None and time.monotonic() < deadline:
             if episodes.exists() and episodes.read_bytes().count(b"\n") >= 2:
                 break
-            time.sleep(0.05)
+            time.sleep(0.02)
         assert driver.poll() is None, (driver.stdout.read() if driver.stdout else b"").decode(errors="replace")[-2000:]
         driver.send_signal(signal.SIGKILL)
         driver.communicate(timeout=30)
+        # Until its workers are gone and their last calls answered: the resume's calls are counted apart.
+        while [p for p, cmd in _processes(os.environ[MARK_VAR]) if "EpisodeWorker" in cmd] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        asked = -1
+        while asked != len(server.state.requests):
+            asked = len(server.state.requests)
+            time.sleep(0.3)
     finally:
         server.state.latency_s = 0.01
         if driver.poll() is None:
             driver.kill()
             driver.communicate()
-        for pid, _ in _processes(mark):  # Ray's agents outlive a SIGKILLed driver
-            os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(temp, ignore_errors=True)
-    before = episodes.read_bytes().count(b"\n")
+    # Whole lines (the kill may have cut a line, or come before the first judgement was written).
+    kept = {path: path.read_bytes()[: path.read_bytes().rfind(b"\n") + 1] if path.exists() else b""
+            for path in (episodes, judgements)}
+    before = kept[episodes].count(b"\n")
     assert 2 <= before < 2 * len(SEEDS), "the kill did not land mid-run"
-    resumed = _run(validate_config(load_config_data(config), config), tmp_path / "r", resume=True)  # locally
+    resumed = _run(validate_config(load_config_data(config), config), tmp_path / "r", resume=True, ray="local")
     assert resumed.new_episodes == 2 * len(SEEDS) - before
-    _assert_same_records(tmp_path / "r", local_run)
+    _assert_same_records(tmp_path / "r", local_run)  # every episode and judgement once, as a local run's
+    assert all(path.read_bytes().startswith(data) for path, data in kept.items())  # nothing finished rewritten
+    # The server answered during the resume exactly the calls its new records carry (the rest
+    # of the episodes, and the judge calls of one whose judgement the kill cut off): an episode
+    # finished before the kill and played again, written or not, would add calls.
+    new = [line for path, data in kept.items() for line in path.read_bytes()[len(data):].splitlines()]
+    assert len(server.state.requests) - asked == sum(len(json.loads(line)["calls"]) for line in new)
 
 
 @pytest.mark.timeout(300)
