@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,25 @@ if TYPE_CHECKING:
 ROOT = library_root()
 LANGUAGES = ("en", "zh")
 
-_env = jinja2.Environment(
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _Environment(jinja2.Environment):
+    """Jinja's own lookup, with a short cut for ``line.speaker`` on a dict: jinja tries the
+    attribute first and reads the key only after an AttributeError, and raising it for every
+    line of a transcript was most of the judge prompt's render time. A key that names a dict
+    method (``items``) still goes the long way, so every lookup returns what jinja's would."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
+
+_env = _Environment(
     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, autoescape=False
 )
 
@@ -41,16 +59,22 @@ class PromptTemplate:
     # episode of a case, and re-rendering them was a sixth of the harness's CPU per call.
     _systems: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
-    @property
+    @cached_property  # stamped on every call record
     def ref(self) -> str:
         return f"{self.name}@{self.version}"
 
     def has_block(self, block: str) -> bool:
         return block in self.template.blocks
 
+    @cached_property
+    def _globals(self) -> dict[str, Any]:
+        return dict(self.template.globals)
+
     def block(self, block: str, **context: Any) -> str:
         render = self.template.blocks[block]
-        return "".join(render(self.template.new_context(context))).strip()
+        # The context jinja would build (its globals, then ours), from a copy of the globals made once:
+        # jinja merges them from a ChainMap on every render.
+        return "".join(render(self.template.new_context({**self._globals, **context}, shared=True))).strip()
 
 
     def case_system(self, case: Case) -> str:
