@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emobench.episode.roles import Limits
 from emobench.errors import InputError
@@ -216,3 +218,12 @@ def test_a_bad_pattern_file_is_one_error_naming_the_field(
     monkeypatch.setattr(audit, "PATTERNS_PATH", bad)
     with pytest.raises(InputError, match=r"out_of_character\.assistant_voice: bad regular expression"):
         load_patterns()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from("abcd"), max_size=12), st.lists(st.sampled_from("abcd"), max_size=12))
+def test_the_longest_common_run_is_the_longest_shared_slice(a: list[str], b: list[str]) -> None:
+    # Every slice of a that occurs in b: what the leak rule's run means, by brute force.
+    best = max((k for i in range(len(a)) for k in range(1, len(a) - i + 1)
+                if any(b[j : j + k] == a[i : i + k] for j in range(len(b) - k + 1))), default=0)
+    assert audit._longest_common_run(a, b) == best

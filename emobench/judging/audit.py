@@ -97,13 +97,21 @@ def load_patterns() -> AuditPatterns:
 
 
 @lru_cache(maxsize=256)
-def _compiled(name: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+def _compiled(name: str) -> tuple[re.Pattern[str] | None, tuple[tuple[str, re.Pattern[str]], ...]]:
+    """The patterns for a persona's name, and all of them as one alternation: a message that
+    matches none (almost every one) is then searched once rather than once per pattern. No
+    alternation when a pattern refers to its own groups, whose numbers it would shift."""
     names = "|".join(re.escape(n) for n in dict.fromkeys((name, name.split()[0])))
-    return tuple(
-        (kind, re.compile(pattern.replace("{name}", f"(?:{names})"), re.IGNORECASE | re.MULTILINE))
-        for kind, sources in load_patterns().patterns.items()
-        for pattern in sources
-    )
+    flags = re.IGNORECASE | re.MULTILINE
+    sources = [(kind, pattern.replace("{name}", f"(?:{names})"))
+               for kind, kinds in load_patterns().patterns.items() for pattern in kinds]
+    compiled = tuple((kind, re.compile(source, flags)) for kind, source in sources)
+    if any(re.search(r"\\[1-9]|\(\?P=", source) for _, source in sources):
+        return None, compiled
+    try:
+        return re.compile("|".join(f"(?:{source})" for _, source in sources), flags), compiled
+    except re.error:  # e.g. a pattern's own leading inline flag, which may not stand mid-pattern
+        return None, compiled
 
 
 def _words(text: str) -> list[str]:
@@ -114,9 +122,13 @@ def _words(text: str) -> list[str]:
 
 
 def _content_words(text: str) -> list[str]:
+    return _content(_words(text))
+
+
+def _content(words: list[str]) -> list[str]:
     stop = load_patterns().stopwords
     out = []
-    for word in _words(text):
+    for word in words:
         if word in stop:
             continue
         # A crude stem, so "needs" meets "need" and "feels" meets "feel".
@@ -125,21 +137,27 @@ def _content_words(text: str) -> list[str]:
 
 
 def _longest_common_run(a: list[str], b: list[str]) -> int:
+    """The longest run of consecutive words in both: the classic table, kept only where words match."""
+    at: dict[str, list[int]] = {}
+    for j, y in enumerate(b):
+        at.setdefault(y, []).append(j)
     best = 0
-    previous = [0] * (len(b) + 1)
+    previous: dict[int, int] = {}
     for x in a:
-        current = [0] * (len(b) + 1)
-        for j, y in enumerate(b, 1):
-            if x == y:
-                current[j] = previous[j - 1] + 1
-                best = max(best, current[j])
+        current: dict[int, int] = {}
+        for j in at.get(x, ()):
+            run = current[j] = previous.get(j - 1, 0) + 1
+            best = max(best, run)
         previous = current
     return best
 
 
 def echo_share(message: str, reply: str, n: int = ECHO_NGRAM) -> float:
     """Share of the message's words that lie inside an n-word run also found in the reply."""
-    words, source = _words(message), _words(reply)
+    return _echo_share(_words(message), _words(reply), n)
+
+
+def _echo_share(words: list[str], source: list[str], n: int = ECHO_NGRAM) -> float:
     grams = {tuple(source[i : i + n]) for i in range(len(source) - n + 1)}
     covered = [False] * len(words)
     for i in range(len(words) - n + 1):
@@ -148,20 +166,26 @@ def echo_share(message: str, reply: str, n: int = ECHO_NGRAM) -> float:
     return sum(covered) / len(words) if words else 0.0
 
 
-def _out_of_character(move: UserMove, previous_reply: str, case: Case, turn: int) -> AuditFlag | None:
-    for kind, pattern in _compiled(case.persona.name):
-        found = pattern.search(move.message)
-        if found:
-            return AuditFlag(kind="out_of_character", turn=turn, detail=f"{kind.replace('_', ' ')}: {found.group(0).strip()!r}")
-    share = echo_share(move.message, previous_reply)
-    if len(_words(move.message)) >= ECHO_MIN_WORDS and share >= ECHO_SHARE:
+def _out_of_character(move: UserMove, words: list[str], previous_reply: str, case: Case, turn: int) -> AuditFlag | None:
+    """``words``: the move's message as _words reads it (read once per move)."""
+    any_pattern, patterns = _compiled(case.persona.name)
+    if any_pattern is None or any_pattern.search(move.message):  # the first pattern in order names the kind
+        for kind, pattern in patterns:
+            found = pattern.search(move.message)
+            if found:
+                detail = f"{kind.replace('_', ' ')}: {found.group(0).strip()!r}"
+                return AuditFlag(kind="out_of_character", turn=turn, detail=detail)
+    if len(words) < ECHO_MIN_WORDS:
+        return None
+    share = _echo_share(words, _words(previous_reply))
+    if share >= ECHO_SHARE:
         detail = f"echoes the subject's previous reply ({share:.0%} of its words)"
         return AuditFlag(kind="out_of_character", turn=turn, detail=detail)
     return None
 
 
-def _hidden_need_leak(move: UserMove, need: list[str], turn: int) -> AuditFlag | None:
-    words = _content_words(move.message)
+def _hidden_need_leak(words: list[str], need: list[str], turn: int) -> AuditFlag | None:
+    """``words``: the move's content words."""
     run = _longest_common_run(need, words)
     coverage = len(set(need) & set(words)) / len(set(need)) if need else 0.0
     if run >= LEAK_RUN or coverage >= LEAK_COVERAGE:
@@ -200,13 +224,14 @@ def audit_episode(episode: Episode, case: Case, limits: Limits) -> list[AuditFla
         moves.append((left_at, episode.last_user, episode.final_meter, previous_reply))
 
     need = _content_words(case.hidden_need)
+    words = [_words(move.message) for _, move, _, _ in moves]
     flags: list[AuditFlag] = []
-    for turn, move, _, reply in moves:
-        flag = _out_of_character(move, reply, case, turn)
+    for (turn, move, _, reply), said in zip(moves, words, strict=True):
+        flag = _out_of_character(move, said, reply, case, turn)
         if flag:
             flags.append(flag)
-    for turn, move, _, _ in moves:
-        flag = _hidden_need_leak(move, need, turn)
+    for (turn, _, _, _), said in zip(moves, words, strict=True):
+        flag = _hidden_need_leak(_content(said), need, turn)
         if flag:
             flags.append(flag)
     coop = _over_cooperative([(t, m, meter) for t, m, meter, _ in moves], float(case.persona.meter_start), episode.final_meter)
