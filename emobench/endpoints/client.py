@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from emobench.endpoints.keys import key_for, key_variable
+from emobench.endpoints.keys import key_variable, read_key
 from emobench.errors import EndpointError, InputError
 from emobench.records import Sampling
 
@@ -196,14 +196,15 @@ class OpenAICompatClient:
         self._url = f"{self.name}/chat/completions"
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._sem = asyncio.Semaphore(max_concurrency)
-        self._api_key_env = api_key_env
+        # Which variable may hold this URL's key is fixed; its value is read per call.
+        self._key_variable = key_variable(self.name, api_key_env)
         self._retry_policy = retry or RetryPolicy()
         self._shared = sessions
         self._session: aiohttp.ClientSession | None = None
         self.stats = EndpointStats()
 
     def _headers(self) -> dict[str, str]:
-        key = key_for(self.name, self._api_key_env)
+        key = read_key(self._key_variable) if self._key_variable else None
         if key:  # read per call from the environment only; never stored on the client
             return {**_JSON, "Authorization": f"Bearer {key}"}
         return _JSON
@@ -223,7 +224,7 @@ class OpenAICompatClient:
                 if resp.status >= 500:
                     raise TransientError(f"http_{resp.status}", body[:200].decode(errors="replace"))
                 if resp.status == 401:
-                    raise key_refused(self.name, key_variable(self.name, self._api_key_env))
+                    raise key_refused(self.name, self._key_variable)
                 if resp.status >= 400:
                     raise EndpointError(self.name, f"HTTP {resp.status}: {body[:300].decode(errors='replace')}")
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
