@@ -97,21 +97,13 @@ def load_patterns() -> AuditPatterns:
 
 
 @lru_cache(maxsize=256)
-def _compiled(name: str) -> tuple[re.Pattern[str] | None, tuple[tuple[str, re.Pattern[str]], ...]]:
-    """The patterns for a persona's name, and all of them as one alternation: a message that
-    matches none (almost every one) is then searched once rather than once per pattern. No
-    alternation when a pattern refers to its own groups, whose numbers it would shift."""
+def _compiled(name: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
     names = "|".join(re.escape(n) for n in dict.fromkeys((name, name.split()[0])))
-    flags = re.IGNORECASE | re.MULTILINE
-    sources = [(kind, pattern.replace("{name}", f"(?:{names})"))
-               for kind, kinds in load_patterns().patterns.items() for pattern in kinds]
-    compiled = tuple((kind, re.compile(source, flags)) for kind, source in sources)
-    if any(re.search(r"\\[1-9]|\(\?P=", source) for _, source in sources):
-        return None, compiled
-    try:
-        return re.compile("|".join(f"(?:{source})" for _, source in sources), flags), compiled
-    except re.error:  # e.g. a pattern's own leading inline flag, which may not stand mid-pattern
-        return None, compiled
+    return tuple(
+        (kind, re.compile(pattern.replace("{name}", f"(?:{names})"), re.IGNORECASE | re.MULTILINE))
+        for kind, sources in load_patterns().patterns.items()
+        for pattern in sources
+    )
 
 
 def _words(text: str) -> list[str]:
@@ -168,13 +160,10 @@ def _echo_share(words: list[str], source: list[str], n: int = ECHO_NGRAM) -> flo
 
 def _out_of_character(move: UserMove, words: list[str], previous_reply: str, case: Case, turn: int) -> AuditFlag | None:
     """``words``: the move's message as _words reads it (read once per move)."""
-    any_pattern, patterns = _compiled(case.persona.name)
-    if any_pattern is None or any_pattern.search(move.message):  # the first pattern in order names the kind
-        for kind, pattern in patterns:
-            found = pattern.search(move.message)
-            if found:
-                detail = f"{kind.replace('_', ' ')}: {found.group(0).strip()!r}"
-                return AuditFlag(kind="out_of_character", turn=turn, detail=detail)
+    for kind, pattern in _compiled(case.persona.name):
+        found = pattern.search(move.message)
+        if found:
+            return AuditFlag(kind="out_of_character", turn=turn, detail=f"{kind.replace('_', ' ')}: {found.group(0).strip()!r}")
     if len(words) < ECHO_MIN_WORDS:
         return None
     share = _echo_share(words, _words(previous_reply))
