@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -280,6 +281,7 @@ async def run_benchmark(
             if f"{subject.info.label}|{case.id}|{seed}" not in done and in_shard(case.id, seed, shard)
         ]
         gate = asyncio.Semaphore(config.concurrency)
+        window = 2 * config.concurrency  # episodes started at once: the gate's, and as many waiting to follow
         panel = bind_panel(config.panel, judges, root, config.judges_language(language))
 
         async def keep(write_out: Callable[[], None]) -> None:
@@ -319,14 +321,24 @@ async def run_benchmark(
                 for wave in waves:
                     cells = set(wave)
                     batch = [job for job in jobs if (job[1].id, job[2]) in cells] if stop is not None else jobs
-                    tasks = [asyncio.create_task(one(*job)) for job in batch]
+                    # Episodes start as others end, a window of them at a time: a task waiting at the gate
+                    # costs its memory (1.5 KB) from the start, so one per episode of the run would grow
+                    # the driver with the run's size (1.5 GB for a million episodes).
+                    queue, tasks = iter(batch), set[asyncio.Task[int]]()
                     try:
-                        for next_done in asyncio.as_completed(tasks):
-                            turns += await next_done
-                            new += 1
+                        while True:
+                            tasks.update(asyncio.create_task(one(*job)) for job in islice(queue, window - len(tasks)))
+                            if not tasks:
+                                break
+                            finished, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                            failed = [error for task in finished if (error := task.exception()) is not None]
+                            if failed:  # every finished task's error read, the first raised
+                                raise failed[0]
+                            turns += sum(task.result() for task in finished)
+                            new += len(finished)
                             progress.update(
                                 bar,
-                                advance=1,
+                                advance=len(finished),
                                 turns=turns,
                                 calls=sum(c.stats.calls for c in pool.clients()) + (cluster.calls if cluster else 0),
                                 retries=sum(sum(c.stats.faults.values()) for c in pool.clients())
