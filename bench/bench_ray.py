@@ -1,8 +1,10 @@
 """Benchmark: `run --ray` on a local Ray cluster against the local batch layer, one server, one sitting.
 
 N episodes x 12 turns (min_turns = max_turns = 12) go through ``run_benchmark`` twice against the
-same zero-latency fake server (its own process, not counted): once locally, once with
-``ray="local"`` on a Ray this script starts (``--ray-cpus`` workers). The local figure is this
+same zero-latency fake server (its own process, not counted): once locally, once split over
+``--ray-cpus`` local processes at once (each with its share of the episodes and caps: the Ray
+run's shape without Ray), once with ``ray="local"`` on a Ray this script starts (``--ray-cpus``
+workers). The local figure is this
 process's CPU; the Ray figure adds every Ray process's (driver, workers, raylet, GCS, agents),
 read from /proc every 50 ms by a sampler process of its own. Ray's start and each run's
 workers' start (measured on a 1-episode run) are reported apart, as fixed costs.
@@ -25,6 +27,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from _servers import Measured, bench_config, cpu_line, episode_grid, fake_server, load_line, measure, recorded
 
@@ -84,6 +87,46 @@ def sample(mark: str) -> None:
                       for k in ("workers", "budget", "ray")}), flush=True)
 
 
+def part(args: argparse.Namespace, url: str, index: int, parts: int) -> None:
+    """One of `parts` local processes playing the grid's seeds index, index + parts, ... with the
+    caps and episodes in flight split as among Ray's workers: prints its CPU and wall once told to go."""
+    from emobench.run.runner import run_benchmark
+
+    cases, seeds = episode_grid(args.episodes)
+    config = bench_config(
+        url, max_concurrency=args.concurrency // parts, seeds=list(range(seeds))[index::parts], max_turns=args.turns,
+        min_turns=args.turns, concurrency=args.in_flight // parts, limit_cases=cases,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        def run(name: str, cfg: object) -> None:
+            asyncio.run(run_benchmark(cfg, Path(tmp) / name, show_progress=False))  # type: ignore[arg-type]
+
+        run("warm", bench_config(url, seeds=[0], max_turns=2, min_turns=2, limit_cases=1))
+        print("ready", flush=True)
+        sys.stdin.readline()
+        done = measure(lambda: run("part", config))
+    print(json.dumps({"cpu_s": done.cpu_s, "wall_s": done.wall_s}), flush=True)
+
+
+def split_locally(args: argparse.Namespace, server: Any, parts: int) -> tuple[Measured, int]:
+    """The Ray run's shape without Ray: `parts` local processes at once, each with its share of the
+    episodes and caps. Their CPU, the wall of the slowest, and the calls the server answered them."""
+    url = server.base_url
+    argv = [sys.executable, __file__, "--episodes", str(args.episodes), "--turns", str(args.turns),
+            "--concurrency", str(args.concurrency), "--in-flight", str(args.in_flight)]
+    procs = [subprocess.Popen([*argv, "--part", url, str(i), str(parts)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) for i in range(parts)]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    server.stats(reset=True)  # their warm-up runs' calls are not the run's
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    done = [json.loads(proc.communicate(timeout=1800)[0]) for proc in procs]
+    return Measured(sum(d["cpu_s"] for d in done), max(d["wall_s"] for d in done)), server.stats(reset=True)["requests"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=1000)
@@ -92,10 +135,13 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16, help="requests in flight per role (the endpoint cap)")
     ap.add_argument("--in-flight", type=int, default=64, help="episodes in flight (the run's concurrency)")
     ap.add_argument("--sample", metavar="MARK", help=argparse.SUPPRESS)  # the CPU sampler's own process
+    ap.add_argument("--part", nargs=3, help=argparse.SUPPRESS)  # URL I N: one of the N local processes
     args = ap.parse_args()
     if args.sample:
         return sample(args.sample)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.part:
+        return part(args, args.part[0], int(args.part[1]), int(args.part[2]))
 
     import ray
 
@@ -120,6 +166,9 @@ def main() -> None:
         calls = server.stats(reset=True)["requests"]
         if calls != recorded(Path(tmp) / "local").calls:
             sys.exit("the local run's records and the server disagree on the number of calls")
+        split, split_calls = split_locally(args, server, args.ray_cpus)
+        if split_calls != calls:
+            sys.exit("the split local processes made another number of calls than the local run")
 
         mark = uuid.uuid4().hex
         os.environ[MARK] = mark
@@ -174,6 +223,9 @@ def main() -> None:
           f"({'met' if ratio <= AIM else 'missed'}); with the fixed cost {ray_ms / local_ms:.2f}; "
           f"without Ray's own processes {(marginal_ms - beyond['ray']) / local_ms:.2f}; "
           f"the workers alone {beyond['workers'] / local_ms:.2f}; wall {ray_run.wall_s / local.wall_s:.2f}")
+    print(f"the same split over {args.ray_cpus} local processes at once, no Ray: CPU {1000 * split.cpu_s / calls:.3f} ms "
+          f"per call, wall {split.wall_s:.1f} s; the workers' CPU per call beyond the fixed cost / theirs: "
+          f"{beyond['workers'] / (1000 * split.cpu_s / calls):.2f}")
     print(f"fixed costs: Ray start {ray_start_s:.1f} s wall once; per run, the workers' start {fixed.wall_s:.1f} s wall "
           f"and {sum(start_cpu.values()):.1f} s CPU (a 1-episode run, {fixed_calls} calls); Ray's own processes idle: "
           f"{sum(idle.values()) / 10:.3f} CPU s per s")
