@@ -324,21 +324,23 @@ async def run_benchmark(
                     # Episodes start as others end, a window of them at a time: a task waiting at the gate
                     # costs its memory (1.5 KB) from the start, so one per episode of the run would grow
                     # the driver with the run's size (1.5 GB for a million episodes).
-                    queue, tasks = iter(batch), set[asyncio.Task[int]]()
+                    # Each task tells of its own end: asyncio.wait would walk the whole window per episode.
+                    queue, tasks, ended = iter(batch), set[asyncio.Task[int]](), asyncio.Queue[asyncio.Task[int]]()
                     try:
                         while True:
-                            tasks.update(asyncio.create_task(one(*job)) for job in islice(queue, window - len(tasks)))
+                            for job in islice(queue, window - len(tasks)):
+                                task = asyncio.create_task(one(*job))
+                                task.add_done_callback(ended.put_nowait)
+                                tasks.add(task)
                             if not tasks:
                                 break
-                            finished, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-                            failed = [error for task in finished if (error := task.exception()) is not None]
-                            if failed:  # every finished task's error read, the first raised
-                                raise failed[0]
-                            turns += sum(task.result() for task in finished)
-                            new += len(finished)
+                            finished = await ended.get()
+                            tasks.discard(finished)
+                            turns += finished.result()  # an episode's error is raised; the finally cancels the rest
+                            new += 1
                             progress.update(
                                 bar,
-                                advance=len(finished),
+                                advance=1,
                                 turns=turns,
                                 calls=sum(c.stats.calls for c in pool.clients()) + (cluster.calls if cluster else 0),
                                 retries=sum(sum(c.stats.faults.values()) for c in pool.clients())
