@@ -38,7 +38,7 @@ from typing import Any
 from _servers import bench_config, cpu_line, episode_grid, fake_server, load_line
 
 MARK = "EMOBENCH_BENCH_RAY_SCALE"  # every process of a driver's Ray inherits it: how leftovers are found
-SMOOTH = 10  # the write rate is plotted over this many one-second samples
+SMOOTH = 3  # the write rate is plotted over this many one-second samples
 FIELDS = ["t_s", "phase", "episodes", "driver_rss_mb", "workers_rss_mb", "driver_written_mb", "folder_mb", "load1"]
 
 
@@ -210,29 +210,31 @@ def plot(csv_path: Path, figures: Path) -> None:
     figures.mkdir(parents=True, exist_ok=True)
     plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
     colours = {"run": "tab:blue", "resume": "tab:orange"}
-    labels = {"run": "first driver (SIGKILLed)", "resume": "resumed driver"}
+    labels = {"run": "first driver (SIGKILLed half-way)", "resume": "resumed driver"}
 
     fig, ax = plt.subplots(figsize=(6, 3))
     for phase in ("run", "resume"):
         mine = [r for r in rows if r["phase"] == phase]
         ax.plot([r["episodes"] for r in mine], [r["driver_rss_mb"] for r in mine], color=colours[phase], lw=1,
-                label=f"driver, {labels[phase]}")
+                label=f"{labels[phase]}")
         up = [r for r in mine if r["workers_rss_mb"] > 0]
         ax.plot([r["episodes"] for r in up], [r["workers_rss_mb"] for r in up], color=colours[phase], lw=1, ls="--",
-                label="its workers (sum)")
+                label="its two workers, summed")
     ax.set(xlabel="episodes finished (on disk)", ylabel="RSS (MiB)", ylim=(0, None))
     ax.legend(loc="lower right", frameon=False)
     fig.tight_layout()
     fig.savefig(figures / "scale-memory.svg")
 
-    fig, ax = plt.subplots(figsize=(6, 3))
+    fig, (size, speed) = plt.subplots(2, 1, figsize=(6, 4.2), sharex=True)
     for phase in ("run", "resume"):
         mine = [r for r in rows if r["phase"] == phase]
+        size.plot([r["t_s"] for r in mine], [r["folder_mb"] for r in mine], color=colours[phase], lw=1, label=labels[phase])
         pairs = list(zip(mine, mine[SMOOTH:], strict=False))  # over SMOOTH samples: the writes come in bursts
-        ax.plot([b["t_s"] for _, b in pairs], [(b["folder_mb"] - a["folder_mb"]) / (b["t_s"] - a["t_s"]) for a, b in pairs],
-                color=colours[phase], lw=0.6, label=labels[phase])
-    ax.set(xlabel="seconds since the first driver started", ylabel="run folder growth (MiB/s)", ylim=(0, None))
-    ax.legend(loc="lower right", frameon=False)
+        speed.plot([b["t_s"] for _, b in pairs], [(b["folder_mb"] - a["folder_mb"]) / (b["t_s"] - a["t_s"]) for a, b in pairs],
+                   color=colours[phase], lw=1)
+    size.set(ylabel="run folder (MiB)", ylim=(0, None))
+    size.legend(loc="upper left", frameon=False)
+    speed.set(xlabel="seconds since the first driver started", ylabel=f"growth, {SMOOTH} s (MiB/s)", ylim=(0, None))
     fig.tight_layout()
     fig.savefig(figures / "scale-writes.svg")
 
