@@ -2,8 +2,8 @@
 
 One budget actor owns every role's cap (its ``max_concurrency``) as a count of free call slots.
 Workers lease slots in batches and each keeps its even share of the cap, so a call waits on the
-actor only when its worker has no slot left, and on a slot of its own when every slot is out. A restarted
-worker first gives back what its lost predecessor held, whose calls died with it.
+actor only when its worker has no slot left, and on a slot of its own when every slot is out. A
+restarted worker first gives back what its lost predecessor held, whose calls died with it.
 
 The same actor keeps the run's fault ledger: a worker tells it of each fault as it happens, and
 settles an episode's faults when it sends them with that episode's record; what a lost worker
