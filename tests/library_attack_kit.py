@@ -9,13 +9,15 @@ field) it expects. Classes whose variants each report at their own field (`batch
 planted all together in one copy, so a class costs one validation, not five.
 
 The classes live in tests/library_attack_text.py (wording, invisible characters, names,
-training) and tests/library_attack_meaning.py (meaning and facts); `python -m
+training), tests/library_attack_meaning.py (meaning and facts) and
+tests/library_attack_editions.py (the faults the earlier editions' checks were built for); `python -m
 tests.library_attack_kit [--seed N]` prints the table that scenarios/README.md shows.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import random
 import shutil
@@ -36,7 +38,7 @@ DATA = Path(__file__).parent / "data"
 # The small libraries the variants are planted in: an English and a Chinese fourth edition,
 # each with a held-out test split, a dev split and a demo split.
 LIBRARIES: dict[Language, Path] = {"en": DATA / "registry" / "ed4", "zh": DATA / "zh_library"}
-CLASS_MODULES = ("tests.library_attack_text", "tests.library_attack_meaning")
+CLASS_MODULES = ("tests.library_attack_text", "tests.library_attack_meaning", "tests.library_attack_editions")
 TARGET = 0.9  # the catch rate each class aims for
 
 
@@ -51,7 +53,7 @@ class Plant:
     expect: tuple[str, ...] = ()  # words one of which the catching problem says ("" = any)
     into_file: str = ""  # where the text goes, when not where the catch points (default: file)
     into: str = ""  # the field the text goes into (default: field)
-    data: Any = None  # whatever else the class's plant needs
+    data: Any = dataclasses.field(default=None, compare=False)  # whatever else the plant needs (an edit, unequal closures)
 
 
 def problems_of(root: Path) -> list[InputError]:

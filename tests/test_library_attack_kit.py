@@ -44,8 +44,9 @@ def test_the_table_has_a_row_per_class_and_a_column_per_language(tmp_path: Path)
 
 
 @pytest.mark.soak
-# derandomized: the same three seeds each run, so a class near its floor does not flicker
-@settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# derandomized: the same two seeds each run (with seed 0 below, three), so a class near its floor
+# does not flicker; two, not three, since the earlier editions' classes joined the kit
+@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**31))
 def test_every_class_is_caught_at_its_stated_rate(tmp_path: Path, seed: int) -> None:
     work = Path(tempfile.mkdtemp(dir=tmp_path))

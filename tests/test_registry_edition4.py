@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -136,6 +137,14 @@ def test_a_demo_replaying_a_test_case_is_refused_three_ways(lib: Path) -> None:
         f"error: {display_path(lib / LOCKED)}: id: test scenario 'locked-out' is also played in demo: the "
         "test split's stories appear nowhere else",
     }
+
+
+def test_a_dev_case_replaying_any_test_pair_is_refused(lib: Path) -> None:
+    """Not only the first test case of a scenario: test4-02 is locked-out's second (otto)."""
+    edit_yaml(lib / DEV, lambda d: d.append({**yaml.safe_load((lib / TEST).read_text())[1], "id": "dev4-02"}))
+    result = runner.invoke(app, ["validate", str(lib)])
+    assert (f"error: {display_path(lib / DEV)}: cases[1]: dev case reuses test scenario 'locked-out' with the "
+            "same persona 'otto' (test4-02)") in result.stderr.splitlines()
 
 
 def test_common_words_of_place_names_are_not_shared_names(lib: Path) -> None:

@@ -148,6 +148,8 @@ def test_each_rule_both_ways(zh: Path, rule: str, keep: Change, fault: Change, f
 def test_names_are_tagged_without_capitals() -> None:
     assert person_names("王建国和张国栋去了西湖") == ["王建国", "张国栋"]
     assert person_names("她不太跟家里人说，想让人明白，家里太安静了") == []
+    assert person_names("他说连孙强都笑了。") == ["孙强"]  # jieba's 连孙强, read without 连
+    assert person_names("她是师范毕业的。") == []
 
 
 @given(st.integers(min_value=0, max_value=999))

@@ -70,21 +70,22 @@ def _where(reg: Registry, case: Case, field: str = "") -> tuple[str, str]:
 
 def _pairs(reg: Registry) -> Iterator[InputError]:
     first: dict[tuple[str, str], Case] = {}
-    test_scenarios: dict[str, Case] = {}
+    test_pairs: dict[tuple[str, str], Case] = {}
     test, demo = reg.named("test"), reg.named(DEMO)
     for case in reg.cases(test) if test in reg.edition_splits else []:
-        test_scenarios.setdefault(case.scenario.id, case)
+        test_pairs.setdefault((case.scenario.id, case.persona.id), case)
     # test first, so a pair repeated elsewhere is reported where it is repeated
     for split in sorted(reg.edition_splits, key=lambda name: name != test):
         if split == demo:
             continue
         for case in reg.cases(split):
             pair = (case.scenario.id, case.persona.id)
-            shared = test_scenarios.get(case.scenario.id) if split != test else None
-            if shared is not None and pair == (shared.scenario.id, shared.persona.id):
+            # every test pair, not only the first of its scenario (a counterfactual set's second)
+            shared = test_pairs.get(pair) if split != test else None
+            if shared is not None:
                 yield InputError(*_where(reg, case), f"{split} case reuses test scenario "
                                  f"{pair[0]!r} with the same persona {pair[1]!r} ({shared.id})")
-            elif pair in first and shared is None:
+            elif pair in first:
                 other = first[pair]
                 yield InputError(*_where(reg, case), f"duplicate pair (scenario {pair[0]!r}, persona "
                                  f"{pair[1]!r}): also case {other.id} in split {other.split!r}")

@@ -78,10 +78,19 @@ def person_names(text: str) -> list[str]:
     skip = set(strings(PROSE_WORDS, "not_names")) | {w for words in relations.values() for w in words}
     family = set(strings(PROSE_WORDS, "surnames"))
     most = int(data(PROSE_WORDS)["max_name_frequency"])
-    found = [w for w, tag in tagged(text)
-             if tag in NAME_TAGS and 2 <= len(w) <= 4 and w not in skip and _CJK.search(w)
+    found = [w for w, tag in tagged(text) if tag in NAME_TAGS for w in (_unglued(w, family),)
+             if 2 <= len(w) <= 4 and w not in skip and _CJK.search(w)
              and (w[:1] in family or w[:2] in family) and (len(w) >= 3 or _frequency(w) < most)]
     return list(dict.fromkeys(found))
+
+
+def _unglued(word: str, family: set[str]) -> str:
+    """The name without a word jieba glued before it (连孙强: 孙强): one of prose_words.yaml's
+    `glued_before_names`, no surname itself, followed by one."""
+    glue = set(strings(PROSE_WORDS, "glued_before_names"))
+    if len(word) >= 3 and word[:1] in glue and word[:1] not in family and word[1:2] in family:
+        return word[1:]
+    return word
 
 
 def surnames(name: str) -> set[str]:
