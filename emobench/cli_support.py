@@ -62,7 +62,8 @@ class Interruption:
 
 
 def _say(text: str) -> None:
-    print(" ".join(text.split()), file=sys.stderr)  # one line, whatever the message holds
+    # One line, whatever the message holds; the spaces inside it (a value quoted back) are kept.
+    print(" ".join(part.strip() for part in text.strip().splitlines() if part.strip()), file=sys.stderr)
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -170,6 +170,7 @@ def test_what_cannot_stop_is_refused_before_a_call(extra: tuple[str, ...], needl
 
 @settings(max_examples=15, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("half-width<=pairsco,=$.09 x")), max_size=16))
+@example("  ").via("a run of spaces is quoted back as typed, not collapsed")
 def test_the_command_refuses_a_bad_spec_in_one_line(spec: str) -> None:
     try:
         parse_rule(spec)
