@@ -173,6 +173,11 @@ def _out_of_character(move: UserMove, words: list[str], previous_reply: str, cas
     return None
 
 
+def out_of_character(message: str, previous_reply: str, case: Case) -> AuditFlag | None:
+    """The out-of-character rule for one message on its own (the ESConv fidelity replay asks it)."""
+    return _out_of_character(UserMove(message=message, meter_delta=0), _words(message), previous_reply, case, 0)
+
+
 def _hidden_need_leak(words: list[str], need: list[str], turn: int) -> AuditFlag | None:
     """``words``: the move's content words."""
     run = _longest_common_run(need, words)

@@ -14,7 +14,6 @@ from rich.console import Console
 from emobench.endpoints.cache import ResponseCache
 from emobench.errors import InputError
 from emobench.prompts import load_template
-from emobench.records import UserMove
 from emobench.validation.esconv.data import EsconvChat, EsconvSample, load_esconv, parse_splits
 from emobench.validation.esconv.replay import (
     ChatReplay,
@@ -86,13 +85,12 @@ def _dry_run(sample: EsconvSample, spec: SeekerSpec, binding: str, root: Path, c
 
 
 def _audit(spec: SeekerSpec, chat: EsconvChat) -> Callable[[str, str], bool]:
-    from emobench.judging.audit import _out_of_character
+    from emobench.judging.audit import out_of_character
 
     case = chat_case(spec, chat)
 
     def flagged(text: str, previous_reply: str) -> bool:
-        move = UserMove(message=text, meter_delta=0)
-        return _out_of_character(move, previous_reply, case, 0) is not None
+        return out_of_character(text, previous_reply, case) is not None
 
     return flagged
 
