@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from emobench.errors import InputError
-from emobench.registry.yaml_io import load_capped, read_yaml
+from emobench.yaml_io import load_capped, read_yaml
 
 
 def bomb(levels: int) -> str:

@@ -301,9 +301,9 @@ def judge(
     def go() -> None:
         import asyncio
 
-        from emobench.importers.cards import registry_for
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
+        from emobench.registry.local import registry_for
         from emobench.run.finalize import finalize_run
         from emobench.run.rescore import rescore
         from emobench.run.runner import ROOT

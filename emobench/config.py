@@ -18,7 +18,7 @@ from emobench.errors import InputError
 from emobench.library_paths import library_file, library_root
 from emobench.profiles import DEFAULT_PROFILE, ProfileName
 from emobench.records import ParallelLayout, Sampling
-from emobench.registry.yaml_io import load_capped
+from emobench.yaml_io import load_capped
 
 # Counts are bounded so that the config hash (orjson: 64-bit integers) and the clients take them.
 INT64 = 2**63

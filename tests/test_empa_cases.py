@@ -16,8 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from emobench.cli import app
-from emobench.importers.cards import registry_for
-from emobench.registry.local import local_registry, read_local_cases
+from emobench.registry.local import local_registry, read_local_cases, registry_for
 from emobench.run.runner import ROOT
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 

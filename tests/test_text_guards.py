@@ -19,7 +19,7 @@ from emobench.registry.checks.injection import addressed_to_models, disguised
 from emobench.registry.checks.normalise import fold
 from emobench.registry.checks.training_pages import check_training
 from emobench.registry.loader import display_path, load_registry
-from emobench.registry.yaml_io import read_yaml
+from emobench.yaml_io import read_yaml
 from tests.library_attack_text import INVISIBLE, LOOKALIKE, PLAIN, TAGS, UNLISTED
 
 ED4 = Path(__file__).parent / "data" / "registry" / "ed4"

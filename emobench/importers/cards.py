@@ -8,17 +8,15 @@ emobench card has fields EMPA does not record; those get fixed stand-ins, listed
 
 from __future__ import annotations
 
-from datetime import date
 from pathlib import Path
 
 from emobench.importers.empa_format import AXES, EmpaCase
-from emobench.registry import Case, Registry, load_registry
+from emobench.registry import Case
 from emobench.registry.hashing import card_hash, case_hash
-from emobench.registry.loader import Edition
-from emobench.registry.models import IEDRLevels, LibraryInfo, Persona, PersonaCard, Scenario, ScenarioCard
-from emobench.rundir import atomic_write_bytes, read_records
+from emobench.registry.local import CASES_FILE
+from emobench.registry.models import IEDRLevels, Persona, PersonaCard, Scenario, ScenarioCard
+from emobench.rundir import atomic_write_bytes
 
-CASES_FILE = "cases.jsonl"
 SPLIT = "empa"
 PLACEHOLDERS = (
     "persona.name",
@@ -97,19 +95,3 @@ def build_case(case: EmpaCase, meta: dict[str, str]) -> Case:
 
 def write_cases(run_dir: Path, cases: list[Case]) -> None:
     atomic_write_bytes(run_dir / CASES_FILE, b"".join(c.model_dump_json().encode() + b"\n" for c in cases))
-
-
-def registry_for(run_dir: Path, root: Path) -> Registry:
-    """The cards a run was scored against: its own cases.jsonl when imported, else the library."""
-    path = Path(run_dir) / CASES_FILE
-    if not path.exists():
-        return load_registry(root)
-    cases = read_records(path, Case)
-    edition = Edition(
-        personas={c.persona.id: (path, c.persona) for c in cases},
-        scenarios={c.scenario.id: (path, c.scenario) for c in cases},
-        cases={split: [c for c in cases if c.split == split] for split in dict.fromkeys(c.split for c in cases)},
-        sources={},
-    )
-    # The imported cards are a library of their own: one edition, set in the year it is read.
-    return Registry(root, edition, LibraryInfo(edition=1, present_year=date.today().year))

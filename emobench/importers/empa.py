@@ -19,12 +19,13 @@ from typing import Any
 
 import emobench
 from emobench.errors import InputError
-from emobench.importers.cards import PLACEHOLDERS, SPLIT, build_case, registry_for, write_cases
+from emobench.importers.cards import PLACEHOLDERS, SPLIT, build_case, write_cases
 from emobench.importers.empa_format import AXES, EmpaCase, EmpaTurn, read_case, read_metadata, result_folders
 from emobench.profiles import load_profile
 from emobench.records import AxisLevel, Episode, EPMPoint, JudgeVerdict, RoleInfo, Sampling, Turn, TurnJudgement, UserMove
 from emobench.registry import Case
 from emobench.registry.hashing import registry_version
+from emobench.registry.local import registry_for
 from emobench.run.finalize import finalize_run
 from emobench.rundir import RunDir
 from emobench.scoring.mdep import regression_points, turn_vector

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from emobench.errors import InputError
 from emobench.registry.hashing import card_hash
 from emobench.registry.models import DEFAULT_LANGUAGE, LANGUAGES, Language, Persona, PersonaCard, Scenario, ScenarioCard
-from emobench.registry.yaml_io import display_path, read_yaml
+from emobench.yaml_io import display_path, read_yaml
 
 CASE_NEEDS = 3  # the first edition whose cases carry the hidden need (the scenario did before)
 HELD_OUT_EDITION = 4  # the first edition with a held-out test split and the prose rules

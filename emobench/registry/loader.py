@@ -38,8 +38,8 @@ from emobench.registry.models import (
     Persona,
     Scenario,
 )
-from emobench.registry.yaml_io import MAX_FILE_BYTES, read_yaml
-from emobench.registry.yaml_io import display_path as display_path
+from emobench.yaml_io import MAX_FILE_BYTES, read_yaml
+from emobench.yaml_io import display_path as display_path
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 
 from emobench.errors import InputError
 from emobench.registry.hashing import card_hash, case_hash
-from emobench.registry.loader import Edition, Registry
+from emobench.registry.loader import Edition, Registry, load_registry
 from emobench.registry.models import Case, LibraryInfo, PersonaCard, ScenarioCard
+from emobench.rundir import read_records
 
 CASES_FILE = "cases.jsonl"
 SPLIT_FILE = "split.json"
@@ -65,12 +66,23 @@ def read_local_cases(folder: Path) -> list[Case]:
 
 def local_registry(folder: Path, root: Path) -> Registry:
     """A registry of the folder's one split, set in the year it is read."""
-    cases = read_local_cases(folder)
-    source = folder / CASES_FILE
+    return _registry_of(read_local_cases(folder), folder / CASES_FILE, root)
+
+
+def registry_for(run_dir: Path, root: Path) -> Registry:
+    """The cards a run was scored against: its own cases.jsonl when imported, else the library."""
+    path = Path(run_dir) / CASES_FILE
+    if not path.exists():
+        return load_registry(root)
+    return _registry_of(read_records(path, Case), path, root)
+
+
+def _registry_of(cases: list[Case], source: Path, root: Path) -> Registry:
+    # Cards kept beside a run or a split are a library of their own: one edition, set in the year it is read.
     edition = Edition(
         personas={c.persona.id: (source, c.persona) for c in cases},
         scenarios={c.scenario.id: (source, c.scenario) for c in cases},
-        cases={cases[0].split: cases},
+        cases={split: [c for c in cases if c.split == split] for split in dict.fromkeys(c.split for c in cases)},
         sources={},
     )
     return Registry(root, edition, LibraryInfo(edition=1, present_year=date.today().year))

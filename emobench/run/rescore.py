@@ -20,10 +20,10 @@ from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.pool import EndpointPool
 from emobench.episode.roles import role_caller
 from emobench.errors import InputError
-from emobench.importers.cards import registry_for
 from emobench.judging.stage import bind_panel, judge_episodes, judge_pairwise
 from emobench.library_paths import library_root
 from emobench.prompts import cases_language
+from emobench.registry.local import registry_for
 from emobench.run.preflight import preflight
 from emobench.rundir import RunDir
 

@@ -18,7 +18,7 @@ from emobench.registry import Case
 from emobench.registry.card_files import _validate
 from emobench.registry.hashing import card_hash, case_hash, sha256_hex
 from emobench.registry.models import HiddenNeed, IEDRLevels, Persona, PersonaCard, Scenario, ScenarioCard
-from emobench.registry.yaml_io import read_yaml
+from emobench.yaml_io import read_yaml
 
 _ENV = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
 

@@ -19,7 +19,7 @@ import yaml
 
 from emobench.errors import InputError
 from emobench.registry.loader import Registry, display_path
-from emobench.registry.yaml_io import load_capped
+from emobench.yaml_io import load_capped
 
 TEST = "test"
 _ADVICE = "train on dev or demo, never on the held-out test split"

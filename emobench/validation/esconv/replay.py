@@ -33,10 +33,10 @@ from emobench.prompts import PromptTemplate
 from emobench.records import Sampling
 from emobench.registry import Case
 from emobench.registry.hashing import sha256_hex
-from emobench.registry.yaml_io import read_yaml
 from emobench.run.runner import _caller
 from emobench.validation.esconv.card import RECORD_FIELDS, record_case
 from emobench.validation.esconv.data import EsconvChat
+from emobench.yaml_io import read_yaml
 
 STAND_IN = Path(__file__).with_name("esconv_seeker.yaml")
 _env = jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
