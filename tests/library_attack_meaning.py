@@ -280,19 +280,20 @@ def _sibling_zh() -> FaultClass:
 
 
 CLASSES = [
-    # Stated floors below 90%: the English encoder misses the pool's most reworded paraphrases
-    # (1 of 7 openings, 2 of 6 siblings, 2 of 6 twins), so a draw of five may hold them all.
+    # A stated floor below 90%: one of the 7 openings ("the name of someone who opens doors after
+    # dark and an idea of the fee") shares no concept with the opening and scores 0.49 by cosine,
+    # inside the library's own pairs, so a draw of five that holds it catches four.
     _needs("en", "need restates the opening", NEED_AS_OPENING, TEST, 0, ("opening",), floor=0.8),
     _needs("zh", "need restates the opening", NEED_AS_OPENING_ZH, TEST_ZH, 0, ("opening",)),
     _needs("en", "need restates the why", NEED_AS_WHY, TEST, 0, ("why",)),
     _needs("zh", "need restates the why", NEED_AS_WHY_ZH, TEST_ZH, 0, ("why",)),
     _needs("en", "need copies a why phrase, one word changed", PHRASE_EN, TEST, 2, ("why",)),
     _needs("zh", "need copies a why phrase, one word changed", PHRASE_ZH, DEV_ZH, 1, ("why",)),
-    _needs("en", "sibling needs alike", SIBLING_EN, TEST, 1, ("need", "concepts"), floor=0.6),
+    _needs("en", "sibling needs alike", SIBLING_EN, TEST, 1, ("need", "concepts")),
     _sibling_zh(),
     _retold("en", RETOLD_EN, LOCKED),
     _retold("zh", RETOLD_ZH, FATHER),
-    _twins("en", TWIN_EN, IRIS, SEFA, floor=0.6),
+    _twins("en", TWIN_EN, IRIS, SEFA),
     _twins("zh", TWIN_ZH, CHEN, WANG),
 ]
 

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from emobench.registry.checks.lang.en import pack as english_pack
+from emobench.registry.checks.lang.en.words import concept_lemmas
 from emobench.registry.checks.lang.zh.similarity import ChineseMeter, folded
-from emobench.registry.checks.meaning import near_phrase
+from emobench.registry.checks.meaning import concept_share, near_phrase
 from emobench.registry.cli import app
 from tests.test_registry_edition3 import one_validate_error
 from tests.test_registry_errors import edit_yaml
@@ -84,6 +85,33 @@ def test_a_twin_of_a_test_persona_in_dev_is_refused(ed4: Path) -> None:
         data["needs"]["C"]["why"] = "He trusts what he can follow one step at a time."
         data["needs"]["A"]["why"] = "Warmth helps him once he feels understood."
         data["needs"]["P"]["why"] = "He already knows how to act."
+    edit_yaml(ed4 / "personas/sefa.yaml", twin)
+    line = one_validate_error(ed4, "personas/iris.yaml", "needs")
+    assert "paraphrase those of sefa" in line
+
+
+def test_a_text_is_read_for_its_concepts_however_it_is_worded() -> None:
+    # lemmas ("piling", "piles"), plurals and need_concepts.yaml's synonyms ("grasp", "follow") fold
+    assert concept_lemmas("To grasp why the losses pile up.") == concept_lemmas("Understand why the loss is piling!")
+    assert concept_share(concept_lemmas("She trusts what she can follow."),
+                         concept_lemmas("He relies on what he can grasp, step by step.")) == 1.0
+    assert concept_share(frozenset({"a", "b"}), frozenset()) == 0.0
+
+
+def test_a_sibling_need_that_keeps_the_substance_in_other_words_is_refused(ed4: Path) -> None:
+    # test4-01's need: "To understand why small losses keep piling up, so the chaos has a shape she
+    # can follow." The cosine alone (0.44) and the concept Jaccard (23%) let this sibling pass.
+    _need(ed4, "scenarios/splits/test.yaml", 1,
+          "He needs to make out why the minor setbacks keep piling higher, so the disorder takes on a form he can follow.")
+    line = one_validate_error(ed4, "scenarios/splits/test.yaml", "cases[1].hidden_need.text")
+    assert "means what test4-01's need means" in line
+
+
+def test_a_twin_whose_whys_share_their_concepts_is_refused(ed4: Path) -> None:
+    def twin(data: Any) -> None:  # Iris's whys, each reworded; their mean cosine alone is 0.57
+        data["needs"]["C"]["why"] = "He believes what he can trace step by step."
+        data["needs"]["A"]["why"] = "Warmth is welcome once he feels he has been understood."
+        data["needs"]["P"]["why"] = "He knows already what to do."
     edit_yaml(ed4 / "personas/sefa.yaml", twin)
     line = one_validate_error(ed4, "personas/iris.yaml", "needs")
     assert "paraphrase those of sefa" in line

@@ -160,7 +160,22 @@ def scored(reg: Registry) -> list[tuple[Pair, float]] | None:
     a = [t for p in pairs for t in p.a]
     b = [t for p in pairs for t in p.b]
     cosines = iter(meter.cosines(a, b))
-    return [(p, float(np.mean([next(cosines) for _ in p.a]))) for p in pairs]
+    return [(p, float(np.mean([next(cosines) + _concepts_shared(reader, p.kind, x, y)
+                               for x, y in zip(p.a, p.b, strict=True)]))) for p in pairs]
+
+
+def concept_share(a: frozenset[str], b: frozenset[str]) -> float:
+    """The share of the smaller set found in the other (0 when either is empty)."""
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
+def _concepts_shared(reader: MeaningReader, kind: str, a: str, b: str) -> float:
+    # A paraphrase keeps what a text is about (its concepts) while the encoder, which reads topic
+    # as much as restatement, scores it no higher than two texts of one theme: both signals
+    # together separate the library's own pairs from restatements (scenarios/README.md).
+    if reader.concepts is None or kind not in reader.concept_kinds:
+        return 0.0
+    return reader.concept_weight * concept_share(reader.concepts(a), reader.concepts(b))
 
 
 def _one_edit(a: list[str], b: list[str]) -> bool:

@@ -64,6 +64,11 @@ class MeaningReader:
     lemma: Callable[[str], str]
     need_frame: re.Pattern[str] | None  # the frame a need opens with ("She needs"), left out
     unchecked: str  # the checks `validate` names when the meter is not installed
+    # For the kinds in concept_kinds, a pair scores its cosine plus concept_weight times the
+    # share of the shorter text's concepts the other holds (meaning.py, concept_share).
+    concepts: Callable[[str], frozenset[str]] | None = None
+    concept_weight: float = 0.0
+    concept_kinds: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -65,10 +65,12 @@ PACK = LanguagePack(
     meaning=MeaningReader(
         meter=_meter,
         # The cosine at or above which a pair is one text said twice (meaning.py's docstring).
-        cuts={"need~opening": 0.55, "need~why": 0.6, "siblings": 0.59, "story": 0.56, "twin": 0.61},
+        cuts={"need~opening": 0.65, "need~why": 0.6, "siblings": 0.67, "story": 0.56, "twin": 0.83},
         # a phrase of the why: five words holding at least two content words
         story=_story, units=lambda text: normalised(text.replace("\u2019", "'")).split(), phrase=5,
         joiner=" ", lemma=words.lemma, need_frame=_NEED_FRAME,
+        concepts=words.concept_lemmas, concept_weight=0.5,
+        concept_kinds=frozenset({"need~opening", "siblings", "twin"}),
         unchecked="English needs against openings, whys and siblings by meaning, retold test stories, "
                   "twin test personas"),
     year=_YEAR,

@@ -135,6 +135,22 @@ def concept_words(text: str, synonyms: bool = True) -> set[str]:
     return {concepts.get(word, word) for word in words}
 
 
+@lru_cache(maxsize=8192)
+def concept_lemmas(text: str) -> frozenset[str]:
+    """What a text is about, however it is worded: its content words, each synonym of
+    need_concepts.yaml read as its group's first word and every other word as its stem (the
+    verb lemma without a final e: "piling", "piles" and "pile" are one)."""
+    concepts, stop = _concepts(), story_words().stopwords
+    found = set()
+    for token in _TOKEN.findall(apostrophes(text.lower())):
+        word = token.split("'")[0]
+        if word and word not in stop and len(word) > 1:
+            stem = lemma(word)
+            found.add(concepts.get(_fold(word)) or concepts.get(stem)
+                      or (stem[:-1] if len(stem) > 3 and stem.endswith("e") else stem))
+    return frozenset(found)
+
+
 def word_runs(text: str, length: int) -> list[str]:
     """Every run of `length` words in text, lower case, punctuation ignored, in order."""
     words = normalised(apostrophes(text)).split()
