@@ -13,11 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from emobench.endpoints.binding import parse_binding
 from emobench.endpoints.vllm_server import parallel_clash
-from emobench.episode.roles import Limits
 from emobench.errors import InputError
 from emobench.library_paths import library_file, library_root
 from emobench.profiles import DEFAULT_PROFILE, ProfileName
-from emobench.records import ParallelLayout, Sampling
+from emobench.records import Limits, ParallelLayout, Sampling
 from emobench.yaml_io import load_capped
 
 # Counts are bounded so that the config hash (orjson: 64-bit integers) and the clients take them.

@@ -7,11 +7,26 @@ to reproduce any number derived from it.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Axis = Literal["C", "A", "P"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """An episode's bounds and retry counts, read from the config by every stage."""
+    max_turns: int = 30
+    min_turns: int = 12
+    judge_retries: int = 2
+    simulator_retries: int = 2
+    director_retries: int = 2
+    reveal_every: int = 3
+    leave_meter: float = 20.0  # the leave flag is honoured only at or below this meter value
+    resolved_meter: float = 100.0
+    gave_up_meter: float = 10.0
 
 
 class Record(BaseModel):

@@ -9,11 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emobench.episode.roles import Limits
 from emobench.errors import InputError
 from emobench.judging import audit
 from emobench.judging.audit import audit_episode, echo_share, load_patterns
-from emobench.records import Episode, Turn, TurnJudgement, UserMove
+from emobench.records import Episode, Limits, Turn, TurnJudgement, UserMove
 from emobench.registry import Case, Registry
 from emobench.registry.models import HiddenNeed
 

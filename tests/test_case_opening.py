@@ -6,9 +6,9 @@ import asyncio
 from typing import Any
 
 from emobench.episode.loop import run_episode
-from emobench.episode.roles import Limits
 from emobench.judging.iedr import iedr_messages
 from emobench.prompts import load_template
+from emobench.records import Limits
 from emobench.registry import Registry
 from emobench.run.runner import ROOT
 from tests.conftest import PROVENANCE, fake_roles

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from emobench.episode.loop import run_episode
-from emobench.episode.roles import Limits
+from emobench.records import Limits
 from emobench.registry import Registry
 from tests.conftest import PROVENANCE, fake_roles
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder

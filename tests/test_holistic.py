@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from emobench.episode.loop import run_episode
-from emobench.episode.roles import Limits, derive_seed
+from emobench.episode.roles import derive_seed
 from emobench.judging.holistic import holistic_messages, judge_holistic, parse_holistic
 from emobench.prompts import load_template
-from emobench.records import HOLISTIC_DIMENSIONS, DimScore, HolisticVerdict, UserMove, mean_scores
+from emobench.records import HOLISTIC_DIMENSIONS, DimScore, HolisticVerdict, Limits, UserMove, mean_scores
 from emobench.registry import Registry
 from emobench.run.runner import ROOT
 from tests.conftest import PROVENANCE, fake_caller, fake_roles

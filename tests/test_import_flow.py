@@ -45,6 +45,9 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
     ("emobench.trackers", ("emobench.judging", "emobench.scoring", *DOWNSTREAM)),
     ("emobench.scoring", ("emobench.judging", *DOWNSTREAM)),
     ("emobench.judging", DOWNSTREAM),
+    # Every stage reads the config, so it reads none of them.
+    ("emobench.config", ("emobench.registry", "emobench.episode", "emobench.trackers", "emobench.judging", "emobench.scoring",
+                         *DOWNSTREAM)),
     # The run reads cards through the registry, never through the front doors that make them.
     ("emobench.run", tuple(d for d in DOWNSTREAM if d != "emobench.run")),
 ])

@@ -14,9 +14,9 @@ import pytest
 
 from emobench.episode.loop import run_episode
 from emobench.episode.probe import parse_probe, probe_messages, run_probe
-from emobench.episode.roles import Limits, derive_seed
+from emobench.episode.roles import derive_seed
 from emobench.prompts import load_template
-from emobench.records import ProbeAnswer
+from emobench.records import Limits, ProbeAnswer
 from emobench.registry import Persona, Registry
 from emobench.run.runner import ROOT
 from emobench.scoring.probe import counterfactual_spread, probe_scores

@@ -10,10 +10,10 @@ import pytest
 from emobench.endpoints.binding import parse_binding
 from emobench.endpoints.scripted import ENDPOINT, ScriptedClient, load_lines, scripted_reply
 from emobench.episode.loop import run_episode
-from emobench.episode.roles import EpisodeRoles, Limits
+from emobench.episode.roles import EpisodeRoles
 from emobench.errors import InputError
 from emobench.judging.mdep import judge_turn
-from emobench.records import RoleInfo, Sampling
+from emobench.records import Limits, RoleInfo, Sampling
 from emobench.run.runner import _caller
 from tests.conftest import PROVENANCE, fake_caller
 from tests.fake_openai import FakeOpenAIServer

@@ -17,13 +17,13 @@ from emobench.endpoints.structured import VLLM_BOUNDED_SERVER_ARGS, BoundedEndpo
 from emobench.episode.director import DIRECTOR_FORMAT
 from emobench.episode.loop import run_episode
 from emobench.episode.probe import PROBE_FORMAT
-from emobench.episode.roles import EpisodeRoles, Limits
+from emobench.episode.roles import EpisodeRoles
 from emobench.episode.simulator import USER_MOVE_FORMAT
 from emobench.judging.holistic import HOLISTIC_FORMAT
 from emobench.judging.iedr import IEDR_FORMAT
 from emobench.judging.mdep import MDEP_FORMAT, judge_turn
 from emobench.judging.pairwise import PAIRWISE_FORMAT
-from emobench.records import RoleInfo, Sampling
+from emobench.records import Limits, RoleInfo, Sampling
 from emobench.registry import Registry
 from emobench.run.runner import _caller
 from tests.conftest import FAST_RETRY, PROVENANCE, fake_caller

@@ -13,12 +13,12 @@ from typing import Any
 
 from emobench.env.held_out import refuse_test_case
 from emobench.env.rewards import RewardConfig, as_info, combine, terminal_components, turn_components
-from emobench.episode.roles import EpisodePrompts, Limits, Provenance, WorldRoles
+from emobench.episode.roles import EpisodePrompts, Provenance, WorldRoles
 from emobench.episode.stepper import EpisodeState, subject_conversation
 from emobench.judging.audit import audit_episode
 from emobench.judging.holistic import judge_holistic
 from emobench.prompts import PromptTemplate
-from emobench.records import Episode, ModelCall, RoleInfo, mean_scores
+from emobench.records import Episode, Limits, ModelCall, RoleInfo, mean_scores
 from emobench.registry import Case
 from emobench.scoring.episode_scores import score_episode
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, get_args
 
 from emobench.episode.guidance import guidance_words
-from emobench.episode.roles import Limits, RoleCaller, derive_seed, load_json_object
+from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
 from emobench.prompts import PromptTemplate
-from emobench.records import DirectorAction, ModelCall
+from emobench.records import DirectorAction, Limits, ModelCall
 from emobench.registry import Case
 
 ACTIONS: Final[tuple[str, ...]] = get_args(DirectorAction.model_fields["action"].annotation)

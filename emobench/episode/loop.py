@@ -8,9 +8,9 @@ Every model call made along the way is returned inside the Episode record.
 from __future__ import annotations
 
 from emobench.episode.probe import run_probe
-from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Limits, Provenance
+from emobench.episode.roles import EpisodePrompts, EpisodeRoles, Provenance
 from emobench.episode.stepper import EpisodeState, subject_conversation
-from emobench.records import Episode, ModelCall, ProbeAnswer
+from emobench.records import Episode, Limits, ModelCall, ProbeAnswer
 from emobench.registry import Case
 
 

@@ -158,19 +158,6 @@ class EpisodePrompts:
 
 
 @dataclass(frozen=True)
-class Limits:
-    max_turns: int = 30
-    min_turns: int = 12
-    judge_retries: int = 2
-    simulator_retries: int = 2
-    director_retries: int = 2
-    reveal_every: int = 3
-    leave_meter: float = 20.0  # the leave flag is honoured only at or below this meter value
-    resolved_meter: float = 100.0
-    gave_up_meter: float = 10.0
-
-
-@dataclass(frozen=True)
 class Provenance:
     split: str
     registry_version: str

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from emobench.episode.director import DirectorState, apply_action, llm_director, rule_director, simulator_guidance
-from emobench.episode.roles import EpisodePrompts, Limits, Provenance, WorldRoles, derive_seed
+from emobench.episode.roles import EpisodePrompts, Provenance, WorldRoles, derive_seed
 from emobench.episode.simulator import USER_MOVE_FORMAT, parse_user_move, simulator_messages
-from emobench.records import DirectorAction, Episode, EPMPoint, ModelCall, ProbeAnswer, RoleInfo, Turn, UserMove
+from emobench.records import DirectorAction, Episode, EPMPoint, Limits, ModelCall, ProbeAnswer, RoleInfo, Turn, UserMove
 from emobench.registry import Case
 from emobench.trackers.epm import EPMEngine
 

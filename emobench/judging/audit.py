@@ -32,9 +32,8 @@ from pathlib import Path
 
 import yaml
 
-from emobench.episode.roles import Limits
 from emobench.errors import InputError
-from emobench.records import AuditFlag, Episode, UserMove
+from emobench.records import AuditFlag, Episode, Limits, UserMove
 from emobench.registry import Case
 
 PATTERNS_PATH = Path(__file__).with_name("audit_patterns.yaml")

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emobench.config import PanelConfig
-from emobench.episode.roles import Limits, RoleCaller
+from emobench.episode.roles import RoleCaller
 from emobench.judging.audit import audit_episode
 from emobench.judging.holistic import judge_holistic
 from emobench.judging.mdep import judge_turn
 from emobench.judging.pairwise import judge_pairs, plan_pairs
 from emobench.prompts import PromptTemplate, load_language_template
-from emobench.records import Episode, EpisodeJudgement, HolisticVerdict, ModelCall, PairwiseVerdict, TurnJudgement
+from emobench.records import Episode, EpisodeJudgement, HolisticVerdict, Limits, ModelCall, PairwiseVerdict, TurnJudgement
 from emobench.registry import Case, Registry
 from emobench.rundir import RunDir, append_line, iter_records, read_records
 

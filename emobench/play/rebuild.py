@@ -11,11 +11,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from emobench.episode.roles import EpisodePrompts, Limits, Provenance, RoleCaller, WorldRoles
+from emobench.episode.roles import EpisodePrompts, Provenance, RoleCaller, WorldRoles
 from emobench.episode.stepper import EpisodeState
 from emobench.play import journal
 from emobench.play.journal import JournalHead
-from emobench.records import ModelCall, RoleInfo, Sampling
+from emobench.records import Limits, ModelCall, RoleInfo, Sampling
 from emobench.registry import Case
 
 

@@ -22,13 +22,12 @@ from pathlib import Path
 
 import orjson
 
-from emobench.episode.roles import Limits
 from emobench.episode.stepper import now
 from emobench.judging.stage import Panel, judge_episode
 from emobench.play import journal
 from emobench.play.journal import JournalHead
 from emobench.play.scrub import scrub
-from emobench.records import Episode
+from emobench.records import Episode, Limits
 from emobench.registry import Case, Registry
 from emobench.rundir import RunDir, append_line, atomic_write_bytes, whole_lines
 

@@ -45,9 +45,10 @@ from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.client import ChatEndpoint
 from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
-from emobench.episode.roles import EpisodePrompts, Limits, Provenance
+from emobench.episode.roles import EpisodePrompts, Provenance
 from emobench.errors import EmobenchError, EndpointError, InputError
 from emobench.judging.stage import Panel, bind_panel, judge_episode
+from emobench.records import Limits
 from emobench.registry import Registry
 from emobench.run.binding import BoundRoles, bind_roles, load_prompts, run_registry
 from emobench.run.ray_budget import BudgetedEndpoint, EndpointBudget, LeasedGate, batch_size

@@ -25,13 +25,13 @@ from emobench.config import RunConfig
 from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.pool import EndpointPool
 from emobench.episode.loop import run_episode
-from emobench.episode.roles import EpisodePrompts, Limits, Provenance, RoleCaller
+from emobench.episode.roles import EpisodePrompts, Provenance, RoleCaller
 from emobench.episode.roles import role_caller as _caller  # noqa: F401  (the name the commands import)
 from emobench.errors import EndpointError, InputError
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
 from emobench.library_paths import git_sha, library_root
 from emobench.prompts import cases_language, load_language_template
-from emobench.records import EpisodeJudgement, ModelCall, PairwiseVerdict
+from emobench.records import EpisodeJudgement, Limits, ModelCall, PairwiseVerdict
 from emobench.registry import Case, Registry
 from emobench.registry.local import CASES_FILE, read_split_info
 from emobench.run.adaptive import Stopper
