@@ -181,6 +181,9 @@ def main() -> None:
     from emobench.run.runner import run_benchmark
 
     cases, seeds = episode_grid(args.episodes)
+    if seeds < args.ray_cpus:  # the split control gives each local process its own seeds
+        ap.error(f"--episodes {args.episodes} is {seeds} seed(s) of 25 cases; the split over {args.ray_cpus} processes "
+                 f"needs at least {25 * (args.ray_cpus - 1) + 1} episodes")
     print(cpu_line())
     print(load_line())
     with fake_server() as server, tempfile.TemporaryDirectory() as tmp:
