@@ -16,10 +16,11 @@ import re
 from emobench.errors import InputError
 from emobench.registry.card_files import HELD_OUT_EDITION
 from emobench.registry.checks.card_fit import check_card_fit
+from emobench.registry.checks.facts import duplicate_memories, homes, people, scenario_players
 from emobench.registry.checks.held_out import check_held_out
 from emobench.registry.checks.injection import check_injection
 from emobench.registry.checks.meaning import check_meaning
-from emobench.registry.checks.needs import check_needs
+from emobench.registry.checks.needs import case_needs, check_needs, need_overlaps
 from emobench.registry.checks.pack import LanguagePack
 from emobench.registry.checks.packs import PACKS
 from emobench.registry.checks.story_shape import check_scripted
@@ -43,11 +44,19 @@ def _language_rules(reg: Registry, pack: LanguagePack) -> list[InputError]:
     edition = reg.info.edition
     problems = check_structure(reg, pack.year)
     if edition >= pack.facts_from:
-        problems += pack.facts(reg)
+        problems += _facts(reg, pack)
     if edition >= HELD_OUT_EDITION:
         problems += [*check_scripted(reg), *check_held_out(reg), *check_needs(reg, pack.tools),
                      *pack.prose(reg), *check_meaning(reg)]
     return problems
+
+
+def _facts(reg: Registry, pack: LanguagePack) -> list[InputError]:
+    """The fact rules every language shares, then the pack's own, which read its prose."""
+    players = scenario_players(reg)
+    return [*case_needs(reg), *need_overlaps(reg, pack.tools.content_words),
+            *people(reg, players, family_of=pack.family_of), *duplicate_memories(reg), *homes(reg),
+            *pack.facts(reg, players)]
 
 
 def _natural(field: str) -> list[tuple[int, str]]:

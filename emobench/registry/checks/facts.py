@@ -18,9 +18,10 @@ from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import Case, Persona, Scenario
 
 PERSON_FIELDS = ("relation", "status", "born", "died", "job", "home")
+Players = dict[str, list[Persona]]  # scenario id -> the personas that play it
 
 
-def scenario_players(reg: Registry) -> dict[str, list[Persona]]:
+def scenario_players(reg: Registry) -> Players:
     """Scenario id -> the personas that play it (any split), in first-seen order."""
     out: dict[str, dict[str, Persona]] = defaultdict(dict)
     for case in reg.edition_cases():

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from emobench.errors import InputError
+from emobench.registry.checks.facts import Players
 from emobench.registry.loader import Registry
 from emobench.registry.models import DEFAULT_LANGUAGE, Language, Scenario
 
@@ -79,7 +80,8 @@ class LanguagePack:
     meaning: MeaningReader
     year: re.Pattern[str]  # a year named in a memory's text
     facts_from: int  # the first edition the pack's fact rules hold for
-    facts: Callable[[Registry], Iterator[InputError]]  # the facts a card relies on agree
+    facts: Callable[[Registry, Players], Iterator[InputError]]  # the fact rules that read its prose
+    family_of: Callable[[str], bool]  # whether a relation ("stepmother", 继母) is family
     prose: Callable[[Registry], Iterator[InputError]]  # the prose agrees with the facts
 
 

@@ -12,28 +12,21 @@ import re
 from collections.abc import Iterator
 
 from emobench.errors import InputError
-from emobench.registry.checks import facts
-from emobench.registry.checks.facts import case_where
-from emobench.registry.checks.lang.en.words import capitalised_mid_sentence, content_words, name_words, story_words
-from emobench.registry.checks.needs import case_needs, need_overlaps
+from emobench.registry.checks.facts import Players, case_where
+from emobench.registry.checks.lang.en.words import capitalised_mid_sentence, name_words, story_words
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import Persona, Scenario
 
 _PRONOUN_START = re.compile(r"^\s*(They|Their|Them)\b")
 
 
-def check_facts(reg: Registry) -> Iterator[InputError]:
-    players = facts.scenario_players(reg)
+def check_facts(reg: Registry, players: Players) -> Iterator[InputError]:
+    """The fact rules that read English prose (the engine runs the shared ones)."""
     yield from _split_ids(reg)
-    yield from case_needs(reg)
-    yield from need_overlaps(reg, content_words)
     yield from _names(reg, players)
-    yield from facts.people(reg, players, family_of=english_family)
     yield from _lives(reg, players)
-    yield from facts.duplicate_memories(reg)
     yield from _persona_text(reg)
     yield from _story_form(reg, players)
-    yield from facts.homes(reg)
 
 
 def _split_ids(reg: Registry) -> Iterator[InputError]:
@@ -83,10 +76,6 @@ def _unnamed(file: str, field: str, words: list[str]) -> InputError:
     shown = ", ".join(repr(w) for w in words[:4])
     return InputError(file, field, f"names {shown}, in no cast, persona fact or other_names (a "
                       "place or brand goes in other_names, a person in the cast)")
-
-
-def english_family(relation: str) -> bool:
-    return relation.split()[-1].lower() in story_words().family
 
 
 def _lives(reg: Registry, players: dict[str, list[Persona]]) -> Iterator[InputError]:

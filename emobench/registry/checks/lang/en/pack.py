@@ -76,5 +76,6 @@ PACK = LanguagePack(
     year=_YEAR,
     facts_from=CASE_NEEDS,
     facts=check_facts,
+    family_of=words.english_family,
     prose=check_prose,
 )

@@ -161,3 +161,8 @@ def shared_run(a: str, b: str, length: int) -> str:
     """The first run of `length` words that a and b share, or ""."""
     grams = set(word_runs(b, length))
     return next((run for run in word_runs(a, length) if run in grams), "")
+
+
+def english_family(relation: str) -> bool:
+    """A family relation ("her late husband", "stepmother"), read by its last word."""
+    return relation.split()[-1].lower() in story_words().family

@@ -12,24 +12,18 @@ import re
 from collections.abc import Iterator
 
 from emobench.errors import InputError
-from emobench.registry.checks import facts
-from emobench.registry.checks.lang.zh.words import content_words, is_family, name_known, person_names
-from emobench.registry.checks.needs import case_needs, need_overlaps
+from emobench.registry.checks.facts import Players
+from emobench.registry.checks.lang.zh.words import name_known, person_names
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import Persona, Scenario
 
 
-def check_facts(reg: Registry) -> Iterator[InputError]:
-    players = facts.scenario_players(reg)
+def check_facts(reg: Registry, players: Players) -> Iterator[InputError]:
+    """The fact rules that read Chinese prose (the engine runs the shared ones)."""
     yield from _split_ids(reg)
-    yield from case_needs(reg)
-    yield from need_overlaps(reg, content_words)
     yield from _names(reg, players)
-    yield from facts.people(reg, players, family_of=is_family)
     yield from _lives(reg, players)
-    yield from facts.duplicate_memories(reg)
     yield from _persona_text(reg)
-    yield from facts.homes(reg)
 
 
 def _split_ids(reg: Registry) -> Iterator[InputError]:

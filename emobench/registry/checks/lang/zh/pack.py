@@ -57,5 +57,6 @@ PACK = LanguagePack(
     year=_YEAR,
     facts_from=HELD_OUT_EDITION,
     facts=check_facts,
+    family_of=words.is_family,
     prose=check_prose,
 )
