@@ -284,15 +284,18 @@ async def run_benchmark(
         window = 2 * config.concurrency  # episodes started at once: the gate's, and as many waiting to follow
         panel = bind_panel(config.panel, judges, root, config.judges_language(language))
 
+        marked = False  # the run was made runs/latest by its first episode written here
+
         async def keep(write_out: Callable[[], None]) -> None:
+            nonlocal marked
             # Written off the event loop (the fsync would stall every episode) and not kept after;
             # shielded, so a run cancelled by another episode's failure still writes this one.
             write = asyncio.ensure_future(asyncio.to_thread(write_out))
             writes.add(write)
             write.add_done_callback(writes.discard)
             await asyncio.shield(write)
-            if not latest:  # once: a symlink and a rename per episode were a few per cent of a call's CPU
-                latest.append(rd.path)
+            if not marked:  # once: a symlink and a rename per episode were a few per cent of a call's CPU
+                marked = True
                 rd.mark_latest()
 
         async def one(subject: RoleCaller, case: Case, seed: int) -> int:
@@ -308,7 +311,6 @@ async def run_benchmark(
             return len(episode.turns)
 
         writes: set[asyncio.Future[None]] = set()
-        latest: list[Path] = []  # the run was made runs/latest by its first episode written here
         total = len(done) + len(jobs)
         grid = [(case.id, seed) for case in cases for seed in config.seeds]
         waves = stop.waves(grid) if stop is not None else [grid]
@@ -325,10 +327,10 @@ async def run_benchmark(
                     # costs its memory (1.5 KB) from the start, so one per episode of the run would grow
                     # the driver with the run's size (1.5 GB for a million episodes).
                     # Each task tells of its own end: asyncio.wait would walk the whole window per episode.
-                    queue, tasks, ended = iter(batch), set[asyncio.Task[int]](), asyncio.Queue[asyncio.Task[int]]()
+                    pending, tasks, ended = iter(batch), set[asyncio.Task[int]](), asyncio.Queue[asyncio.Task[int]]()
                     try:
                         while True:
-                            for job in islice(queue, window - len(tasks)):
+                            for job in islice(pending, window - len(tasks)):
                                 task = asyncio.create_task(one(*job))
                                 task.add_done_callback(ended.put_nowait)
                                 tasks.add(task)
