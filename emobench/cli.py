@@ -183,6 +183,7 @@ def run(
 
     def go(interruption: Interruption) -> None:
         import asyncio
+        from contextlib import AbstractContextManager, nullcontext
         from datetime import UTC, datetime
 
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
@@ -194,6 +195,7 @@ def run(
         from emobench.rundir import RunDir
         from emobench.scoring.epmq import EPMQ_WEIGHTS
         from emobench.scoring.invalid_outputs import invalid_summary
+        from emobench.trackers.pool import Reader, read_locally
 
         if run_id is not None and (Path(run_id).name != run_id or run_id in ("", ".", "..") or "\x00" in run_id):
             raise InputError("--run-id", "", f"{run_id!r} is not a plain directory name")
@@ -204,25 +206,32 @@ def run(
         interruption.run_dir = run_dir
         log = err()
         responses = response_cache(cache, cache_dir)
-        with against_flags(flags):  # an unknown --split is found when the registry is read
-            result = asyncio.run(
-                run_benchmark(
-                    cfg,
-                    run_dir,
-                    resume=resume is not None,
-                    force=force,
-                    console=log,
-                    show_progress=progress,
-                    cache=responses,
-                    shard=parse_shard(shard),
-                    notes=notes,
-                    ray=ray,
-                    stop=stop,
+        # Under --ray one Ray connection serves the play workers, then the scoring actors.
+        session: AbstractContextManager[Reader] = nullcontext(read_locally)
+        if ray is not None:
+            from emobench.run.ray_scoring import ray_session
+
+            session = ray_session(ray, cfg, log.print)
+        with session as reader:
+            with against_flags(flags):  # an unknown --split is found when the registry is read
+                result = asyncio.run(
+                    run_benchmark(
+                        cfg,
+                        run_dir,
+                        resume=resume is not None,
+                        force=force,
+                        console=log,
+                        show_progress=progress,
+                        cache=responses,
+                        shard=parse_shard(shard),
+                        notes=notes,
+                        ray=ray,
+                        stop=stop,
+                    )
                 )
-            )
-        rd = RunDir(result.run_dir)
-        with progress_bar(progress) as tick:
-            finalize_run(rd, run_registry(cfg, ROOT), tick=tick)
+            rd = RunDir(result.run_dir)
+            with progress_bar(progress) as tick:
+                finalize_run(rd, run_registry(cfg, ROOT), tick=tick, reader=reader)
         table = build_leaderboard([rd.path])
         write_leaderboard(table, rd.path)
         render_table(table, console())

@@ -50,6 +50,9 @@ def test_a_pool_of_processes_scores_a_run_exactly_as_one_process_does(scored_twi
     assert pooled.equals(serial)
     reports = [RunDir(run).read_report() for run in scored_twice]
     assert reports[0] == reports[1]
+    messages = sum(len(e.turns) for e in RunDir(scored_twice[0]).read_episodes())
+    scoring = [RunDir(run).read_manifest()["scoring"] for run in scored_twice]
+    assert [(s["where"], s["workers"], s["messages"]) for s in scoring] == [("local", 1, messages), ("local", 2, messages)]
 
 
 @given(episodes=st.integers(0, 5000), requested=st.integers(1, 64), cores=st.integers(1, 256))
@@ -83,3 +86,22 @@ def test_the_cores_are_those_this_process_may_run_on() -> None:
     import os
 
     assert pool.cores() == len(os.sched_getaffinity(0))
+
+
+class _ClusterWithoutCPU:
+    """What a Ray connection tells of a cluster whose nodes offer no CPU (a head with num_cpus=0)."""
+
+    @staticmethod
+    def cluster_resources() -> dict[str, float]:
+        return {"memory": 1e9}
+
+
+def test_a_ray_cluster_with_no_cpu_scores_on_this_machine_and_says_so_in_one_line() -> None:
+    from emobench.run.ray_scoring import RayReader
+
+    said: list[str] = []
+    texts = [["I failed the exam and I can't stop crying."], ["Thanks, that actually helps."]]
+    read = RayReader(_ClusterWithoutCPU(), said.append)(texts, 1)
+    assert said == ["--ray: the cluster has no CPU to score on; scoring on this machine's cores"]
+    assert (read.where, read.workers, read.messages) == ("local", 1, 2)
+    assert read.episodes == pool.read_locally(texts, 1).episodes

@@ -25,12 +25,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
 from emobench.config import RunConfig, load_config_data, validate_config
 from emobench.errors import InputError
+from emobench.registry import load_registry
+from emobench.run.finalize import finalize_run
 from emobench.run.runner import ROOT, run_benchmark
+from emobench.rundir import RunDir
+from emobench.trackers.affect import AffectTracker
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder
 
 ray = pytest.importorskip("ray", reason="the ray extra (pip install 'emobench[ray]')")
@@ -277,3 +282,42 @@ def test_a_key_missing_from_the_workers_environment_stops_the_run_before_any_epi
         _run(config, tmp_path / "run", ray="local")
     assert "\n" not in str(refused.value)
     assert not (tmp_path / "run" / "episodes.jsonl").exists()
+
+
+@pytest.mark.timeout(300)
+def test_scoring_actors_on_the_cluster_score_a_run_exactly_as_one_local_process(
+    cluster: Path, local_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from emobench.run.ray_scoring import RayReader
+
+    registry = load_registry(ROOT)
+    runs = {label: tmp_path / label / "run" for label in ("local", "ray")}  # one folder name: run_id is in every row
+    for run in runs.values():
+        shutil.copytree(local_run, run)
+    finalize_run(RunDir(runs["local"]), registry, workers=1)
+    # From here this process's tracker reads no episode: the readings must come from elsewhere.
+    # (Validity reads each episode's closing message again, here none: an empty read is let by.)
+    own_read = AffectTracker.read
+    driver_read: list[str] = []
+
+    def read(tracker: AffectTracker, texts: list[str]) -> Any:
+        driver_read.extend(texts)
+        return own_read(tracker, texts)
+
+    monkeypatch.setattr(AffectTracker, "read", read)
+    readers: set[int] = set()  # the processes of scoring actors alive while chunks come back
+
+    def tick(stage: str, done: int, total: int) -> None:
+        readers.update(pid for pid, cmd in _processes(os.environ[MARK_VAR]) if "ScoringActor" in cmd)
+
+    finalize_run(RunDir(runs["ray"]), registry, workers=2, tick=tick, reader=RayReader(ray, print))
+    local, on_ray = (pd.read_parquet(RunDir(run).scores) for run in runs.values())
+    assert on_ray["valence_path"].notna().all() and len(on_ray) == 2 * len(SEEDS)
+    assert on_ray.equals(local)
+    assert driver_read == [] and len(readers) == 2 and os.getpid() not in readers
+    manifests = {label: RunDir(run).read_manifest()["scoring"] for label, run in runs.items()}
+    messages = sum(len(json.loads(line)["turns"]) for line in (local_run / "episodes.jsonl").read_bytes().splitlines())
+    assert {k: v for k, v in manifests["ray"].items() if "cpu" not in k} == {
+        "where": "ray", "workers": 2, "messages": messages}
+    assert manifests["local"]["where"] == "local" and manifests["local"]["workers"] == 1
+    assert manifests["ray"]["messages_per_cpu_s"] > 0

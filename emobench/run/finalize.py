@@ -25,7 +25,7 @@ from emobench.scoring.replay import rejudged
 from emobench.scoring.validity import run_validity
 from emobench.trackers.affect import default_tracker
 from emobench.trackers.languages import tracker_absence, trackers_note
-from emobench.trackers.pool import read_episodes, scoring_workers
+from emobench.trackers.pool import Reader, read_locally
 
 
 def accounting(
@@ -71,13 +71,15 @@ def invalid_judgements(episodes: list[Episode]) -> dict[str, int]:
 
 def finalize_run(
     out: RunDir, registry: Registry, *, source: RunDir | None = None, tick: Callable[[str, int, int], None] | None = None,
-    workers: int | None = None,
+    workers: int | None = None, reader: Reader = read_locally,
 ) -> list[Episode]:
     """Score every episode and write scores.parquet, pairwise.parquet and report.json to out.
 
     source is the run whose episodes a rescore judged again (out is then its panel folder);
     tick, when given, hears of each episode scored; workers: the processes that read the
-    trackers (None: EMOBENCH_SCORING_WORKERS or the cores; trackers/pool.py).
+    trackers (None: EMOBENCH_SCORING_WORKERS or the cores; trackers/pool.py); reader: where they
+    read (this machine, or under --ray the cluster: run/ray_scoring.py). The manifest's
+    "scoring" says where, and the messages read per CPU second.
     """
     origin = source or out
     origin_manifest = origin.read_manifest()
@@ -95,8 +97,8 @@ def finalize_run(
                for e in episodes]
     # The tracker's readings first, on every core (trackers/pool.py): they are most of the time.
     texts = [[t.user.message for t in e.turns] for e, read in zip(episodes, tracked, strict=True) if read]
-    count = scoring_workers(len(texts), workers)
-    readings = iter(read_episodes(texts, count, tick and (lambda done: tick("scoring", done, len(episodes)))))
+    read_all = reader(texts, workers, tick and (lambda done: tick("scoring", done, len(episodes))))
+    readings = iter(read_all.episodes)
     tracker = default_tracker() if texts else None
     scored = []
     rows = []
@@ -155,7 +157,8 @@ def finalize_run(
         report["adaptive"] = origin_manifest["adaptive"]
     out.write_json(out.report, report)
     out.write_json(out.manifest, {**out.read_manifest(), "accounting": report["accounting"],
-                                  "language": report["language"], "trackers": report["trackers"]})
+                                  "language": report["language"], "trackers": report["trackers"],
+                                  "scoring": read_all.provenance()})
     return scored
 
 

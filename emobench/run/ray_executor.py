@@ -1,7 +1,8 @@
 """`emobench run --ray`: the run's episodes played by workers on a Ray cluster.
 
 The driver (the `run` process) keeps everything it does locally: preflight, the manifest, resume,
-the writes, the leftover and pairwise judging, finalising. Each worker is a Ray actor that binds
+the writes, the leftover and pairwise judging, finalising (whose tracker readings, the bulk of
+it, scoring actors on the cluster make: emobench/run/ray_scoring.py). Each worker is a Ray actor that binds
 the run's roles once, through the same code as the local runner, then plays and judges the
 episodes it is handed and returns their records; only the driver writes the run folder.
 
@@ -16,7 +17,7 @@ episodes it is handed and returns their records; only the driver writes the run 
 - The response cache is each node's own file at the run's cache path (SQLite is safe across the
   processes of one machine, not across machines sharing a file system).
 
-Ray is imported only here, so emobench runs without it installed.
+Ray is imported only here and in ray_scoring.py, so emobench runs without it installed.
 """
 
 from __future__ import annotations
@@ -219,8 +220,9 @@ def check(config: RunConfig) -> None:
     refuse_vllm(config)
 
 
-def _connect(address: str) -> tuple[Any, str | None]:
-    """Ray, joined or started; and the temporary folder of a Ray started here (None otherwise)."""
+def connect(address: str) -> tuple[Any, str | None]:
+    """Ray, joined or started; and the temporary folder of a Ray started here (None otherwise).
+    A process already connected (the CLI's `ray_session`, a notebook, a test) keeps its Ray."""
     try:
         import ray
     except ImportError:
@@ -239,6 +241,13 @@ def _connect(address: str) -> tuple[Any, str | None]:
         logging_level=logging.ERROR, _temp_dir=temp,
     )
     return ray, temp
+
+
+def disconnect(ray: Any, temp: str | None) -> None:
+    """Shut down a Ray that `connect` started (temp: its folder); one joined is left running."""
+    if temp is not None:
+        ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 @dataclass
@@ -315,7 +324,7 @@ async def ray_cluster(
     language: str = "en", log_fault: Callable[[str, str], None] | None = None,
 ) -> AsyncIterator[RayCluster]:
     check(config)
-    ray, temp = _connect(address)
+    ray, temp = connect(address)
     workers: list[Any] = []
     budget = None
     try:
@@ -357,6 +366,4 @@ async def ray_cluster(
             ray.kill(worker)
         if budget is not None:
             ray.kill(budget)
-        if temp is not None:
-            ray.shutdown()
-            shutil.rmtree(temp, ignore_errors=True)
+        disconnect(ray, temp)
