@@ -7,6 +7,7 @@ then recorded as invalid. It is never scored as 0.
 from __future__ import annotations
 
 import asyncio
+from functools import cache
 from typing import Any
 
 from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
@@ -89,20 +90,34 @@ async def _one_judge(
     return JudgeVerdict(judge=judge.info.label, valid=True, axes=axes), calls  # type: ignore[arg-type]
 
 
+@cache  # at most 3**6 keys
+def _points(progress: tuple[int, ...], regression: tuple[int, ...]) -> tuple[tuple[float, float, float], float]:
+    """The turn vector and regression points of the median levels (C, A, P), worked out once per
+    combination by scoring's own functions: a turn pays one lookup, not their checks."""
+    levels = dict(zip(AXES, progress, strict=True)), dict(zip(AXES, regression, strict=True))
+    return turn_vector(*levels), regression_points(levels[1])
+
+
 def aggregate(verdicts: list[JudgeVerdict]) -> TurnJudgement:
     """Median level per item over the valid judges; invalid when no judge is valid."""
     valid = [v.axes for v in verdicts if v.valid and v.axes]
     if not valid:
         return TurnJudgement(verdicts=verdicts, valid=False)
-    progress = {axis: median_level([a[axis].progress for a in valid]) for axis in AXES}
-    regression = {axis: median_level([a[axis].regression for a in valid]) for axis in AXES}
+    if len(valid) == 1:  # one judge's levels are their own median (AxisLevel holds them in 0..2)
+        (axes,) = valid
+        progress = {axis: axes[axis].progress for axis in AXES}
+        regression = {axis: axes[axis].regression for axis in AXES}
+    else:
+        progress = {axis: median_level([a[axis].progress for a in valid]) for axis in AXES}
+        regression = {axis: median_level([a[axis].regression for a in valid]) for axis in AXES}
+    vector, points = _points(tuple(progress.values()), tuple(regression.values()))
     return TurnJudgement(
         verdicts=verdicts,
         valid=True,
         progress=progress,  # type: ignore[arg-type]
         regression=regression,  # type: ignore[arg-type]
-        vector=turn_vector(progress, regression),
-        regression_points=regression_points(regression),
+        vector=vector,
+        regression_points=points,
     )
 
 

@@ -28,8 +28,8 @@ FAILURES: tuple[Status, ...] = ("collapse", "stagnation_regression", "oscillatio
 def _vec(values: Sequence[float], what: str) -> Vec:
     if len(values) != 3:
         raise ValueError(f"{what} must have 3 components (C, A, P), got {len(values)}")
-    c, a, p = (float(x) for x in values)
-    if not all(math.isfinite(x) for x in (c, a, p)):
+    c, a, p = float(values[0]), float(values[1]), float(values[2])  # no generator: a turn steps this
+    if not (math.isfinite(c) and math.isfinite(a) and math.isfinite(p)):
         raise ValueError(f"{what} must be finite, got {tuple(values)}")
     return (c, a, p)
 
