@@ -177,10 +177,14 @@ def out_of_character(message: str, previous_reply: str, case: Case) -> AuditFlag
     return _out_of_character(UserMove(message=message, meter_delta=0), _words(message), previous_reply, case, 0)
 
 
-def _hidden_need_leak(words: list[str], need: list[str], turn: int) -> AuditFlag | None:
-    """``words``: the move's content words."""
+def _hidden_need_leak(words: list[str], need: list[str], need_words: frozenset[str], turn: int) -> AuditFlag | None:
+    """``words``: the move's content words; ``need_words``: the set of ``need``, made once per episode."""
+    coverage = len(need_words.intersection(words)) / len(need_words) if need else 0.0
+    # A shared run is no longer than the count of the move's words found in the need: most moves
+    # have too few of them for a flag, and skip the run's search.
+    if coverage < LEAK_COVERAGE and sum(word in need_words for word in words) < LEAK_RUN:
+        return None
     run = _longest_common_run(need, words)
-    coverage = len(set(need) & set(words)) / len(set(need)) if need else 0.0
     if run >= LEAK_RUN or coverage >= LEAK_COVERAGE:
         return AuditFlag(
             kind="hidden_need_leak", turn=turn,
@@ -217,6 +221,7 @@ def audit_episode(episode: Episode, case: Case, limits: Limits) -> list[AuditFla
         moves.append((left_at, episode.last_user, episode.final_meter, previous_reply))
 
     need = _content_words(case.hidden_need)
+    need_words = frozenset(need)
     words = [_words(move.message) for _, move, _, _ in moves]
     flags: list[AuditFlag] = []
     for (turn, move, _, reply), said in zip(moves, words, strict=True):
@@ -224,7 +229,7 @@ def audit_episode(episode: Episode, case: Case, limits: Limits) -> list[AuditFla
         if flag:
             flags.append(flag)
     for (turn, _, _, _), said in zip(moves, words, strict=True):
-        flag = _hidden_need_leak(_content(said), need, turn)
+        flag = _hidden_need_leak(_content(said), need, need_words, turn)
         if flag:
             flags.append(flag)
     coop = _over_cooperative([(t, m, meter) for t, m, meter, _ in moves], float(case.persona.meter_start), episode.final_meter)
