@@ -146,8 +146,8 @@ def run(
         min=1, help="Cases per wave of a --stop-when run (default: see docs/adaptive.md).")] = None,
     ray: Annotated[str | None, typer.Option(
         "--ray", is_flag=False, flag_value="local", metavar="[ADDRESS]",
-        help="Play the episodes on Ray workers: --ray alone starts a local Ray, --ray auto or an address "
-        "joins a cluster (needs the ray extra).",
+        help="Play and score the episodes on Ray workers: --ray alone starts a local Ray, --ray auto or an "
+        "address joins a cluster (needs the ray extra).",
     )] = None,
     cache: Annotated[bool, typer.Option(help="Answer repeated model calls from the on-disk response cache.")] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Response cache folder (default: the user cache dir).")] = None,
