@@ -10,9 +10,10 @@ version names its language ("zh-<hash>"), so every record says which set it came
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,30 @@ class PlainLoop:
     def marked(self) -> str:
         """The marker item's line."""
         return "".join(piece if type(piece) is str else self.marker[piece[0]] for piece in self.pieces)
+
+    @cached_property
+    def _format(self) -> tuple[str, Callable[[Any], tuple[Any, ...]]] | None:
+        """For items that are dicts (a transcript's lines): the line as a %-format, and its fields'
+        getter. A field named like a dict method is read as jinja reads it, below."""
+        fields = [piece[0] for piece in self.pieces if type(piece) is tuple]
+        if len(fields) < 2 or _DICT_ATTRIBUTES & set(fields):
+            return None
+        line = "".join(piece.replace("%", "%%") if type(piece) is str else "%s" for piece in self.pieces)
+        return line, itemgetter(*fields)
+
+    def lines(self, items: list[Any], getattr_: Callable[[Any, str], Any]) -> str:
+        """The loop's output for these items: each field written as jinja writes it (str)."""
+        fast = self._format
+        if fast is not None and all(type(item) is dict for item in items):
+            line, fields = fast
+            try:
+                return "".join([line % fields(item) for item in items])
+            except KeyError:
+                pass  # a line without a field: jinja's own lookup below raises jinja's error
+        return "".join([
+            "".join([piece if type(piece) is str else str(getattr_(item, piece[0])) for piece in self.pieces])
+            for item in items
+        ])
 
 
 def plain_loop(source: str, block: str) -> PlainLoop | None:
@@ -139,17 +164,11 @@ class PromptTemplate:
         text = self._render(block, {**context, loop.variable: [loop.marker]})
         if text.count(loop.marked) != 1:  # a marker in the context's own values: jinja renders it all
             return self._render(block, context).strip()
-        getattr_ = self.template.environment.getattr
-        lines = "".join([
-            "".join([piece if type(piece) is str else str(getattr_(item, piece[0])) for piece in loop.pieces])
-            for item in items
-        ])
-        return text.replace(loop.marked, lines).strip()
+        return text.replace(loop.marked, loop.lines(items, self.template.environment.getattr)).strip()
 
     @cached_property
     def _plain_loops(self) -> dict[str, PlainLoop]:
         return {name: loop for name in self.template.blocks if (loop := plain_loop(self.source, name)) is not None}
-
 
     def case_system(self, case: Case) -> str:
         """The "system" block for a case (its persona and scenario), rendered once per case."""
