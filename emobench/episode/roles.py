@@ -108,8 +108,8 @@ class RoleCaller:
 def role_caller(role: str, client: ChatEndpoint, info: RoleInfo) -> RoleCaller:
     """A role bound to its endpoint and sampling: what every command hands the loop and the judges."""
 
-    async def call(messages: list[dict[str, str]], seed: int, response_format: dict[str, Any] | None) -> Any:
-        return await client.complete(messages, info.sampling, seed, response_format)
+    def call(messages: list[dict[str, str]], seed: int, response_format: dict[str, Any] | None) -> Awaitable[Any]:
+        return client.complete(messages, info.sampling, seed, response_format)  # its coroutine: no frame between
 
     return RoleCaller(role=role, info=info, call=call)
 
