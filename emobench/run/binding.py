@@ -18,6 +18,11 @@ from emobench.prompts import PromptTemplate, load_language_template
 from emobench.registry import Registry, load_registry
 from emobench.registry.local import local_registry
 
+# The cyclic GC's thresholds while episodes play, in the local runner and in every Ray worker:
+# the young generation collected every 200,000 net allocations (run/runner.py's long_lived_heap
+# says what that saves).
+PLAYING_GC_THRESHOLD = (200_000, 20, 100)
+
 
 def load_prompts(root: Path, config: RunConfig, language: str = "en") -> EpisodePrompts:
     """The templates for cases of ``language``; the judge's in the config's judge language."""

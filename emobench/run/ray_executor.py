@@ -51,7 +51,7 @@ from emobench.errors import EmobenchError, EndpointError, InputError
 from emobench.judging.stage import Panel, bind_panel, judge_episode
 from emobench.records import Limits
 from emobench.registry import Registry
-from emobench.run.binding import BoundRoles, bind_roles, load_prompts, run_registry
+from emobench.run.binding import PLAYING_GC_THRESHOLD, BoundRoles, bind_roles, load_prompts, run_registry
 from emobench.run.ray_budget import BudgetedEndpoint, EndpointBudget, LeasedGate, batch_size
 from emobench.rundir import RunDir, append_line
 
@@ -175,7 +175,7 @@ class EpisodeWorker:
         self._limits = config.limits()
         self._panel = bind_panel(config.panel, self._bound.judges, root, config.judges_language(spec.language))
         gc.freeze()  # as the local runner's long_lived_heap: what was built so far is never walked again
-        gc.set_threshold(50_000, 20, 100)
+        gc.set_threshold(*PLAYING_GC_THRESHOLD)
 
     async def _ensure(self) -> None:
         if self._ready is None:

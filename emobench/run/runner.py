@@ -35,7 +35,7 @@ from emobench.records import EpisodeJudgement, Limits, ModelCall, PairwiseVerdic
 from emobench.registry import Case, Registry
 from emobench.registry.local import CASES_FILE, read_split_info
 from emobench.run.adaptive import Stopper
-from emobench.run.binding import bind_roles, load_prompts, run_registry
+from emobench.run.binding import PLAYING_GC_THRESHOLD, bind_roles, load_prompts, run_registry
 from emobench.run.preflight import preflight
 from emobench.rundir import RunDir, atomic_write_bytes, iter_records
 
@@ -154,7 +154,7 @@ def long_lived_heap() -> Iterator[None]:
     of 7,992 calls; now 12 ms); both are restored after."""
     threshold = gc.get_threshold()
     gc.freeze()
-    gc.set_threshold(200_000, 20, 100)
+    gc.set_threshold(*PLAYING_GC_THRESHOLD)
     try:
         yield
     finally:
