@@ -18,7 +18,7 @@ from emobench.cli_support import bare_ray_flag
 from emobench.config import validate_config
 from emobench.errors import InputError
 from emobench.run.ray_budget import EndpointBudget, LeasedGate, batch_size
-from emobench.run.ray_executor import RayCluster, WorkerFaults, check
+from emobench.run.ray_executor import RayCluster, WorkerFaults, actor_lost, check
 from emobench.run.runner import ROOT
 
 
@@ -252,3 +252,18 @@ def test_the_driver_writes_at_the_end_what_no_record_carried() -> None:
     asyncio.run(run())
     assert sorted(logged) == [("judge", "http_429"), ("user", "timeout")]
     assert cluster.faults == 2 and not any(budget.pending.values())
+
+
+@given(
+    noise=st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40), max_size=30),
+    cause=st.sampled_from(["ModuleNotFoundError: No module named 'emobench'", "ImportError: cannot import name 'x'"]),
+)
+@settings(max_examples=40, deadline=None)
+def test_a_lost_actor_is_told_in_one_line_with_its_last_error(noise: list[str], cause: str) -> None:
+    """Ray's report of a lost actor is pages long; the user gets one line with its cause."""
+    report = "\n".join([*noise, f"    {cause}", "The actor died unexpectedly before finishing this task."])
+    error = actor_lost(RuntimeError(report), "a worker could not start")
+    assert "\n" not in str(error)
+    assert cause in str(error) and "a worker could not start" in str(error)
+    bare = actor_lost(RuntimeError("no error line at all"), "a scoring actor was lost")
+    assert "(RuntimeError)" in str(bare) and "\n" not in str(bare)

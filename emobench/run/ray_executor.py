@@ -243,6 +243,16 @@ def connect(address: str) -> tuple[Any, str | None]:
     return ray, temp
 
 
+def actor_lost(exc: Exception, what: str) -> InputError:
+    """A lost actor's error in one line: Ray's report of it is pages long, its last error line is
+    the cause (most often emobench missing on the actor's machine)."""
+    errors = [line.strip() for line in str(exc).splitlines() if re.match(r"\s*\w+Error: ", line)]
+    return InputError(
+        "--ray", "", f"{what} ({errors[-1] if errors else type(exc).__name__}); "
+        "is this emobench installed on every machine of the cluster?",
+    )
+
+
 def disconnect(ray: Any, temp: str | None) -> None:
     """Shut down a Ray that `connect` started (temp: its folder); one joined is left running."""
     if temp is not None:
@@ -348,12 +358,8 @@ async def ray_cluster(
             cluster.where = await asyncio.gather(*(w.where.remote() for w in workers))
         except ray.exceptions.RayTaskError as exc:
             raise exc.cause if isinstance(exc.cause, EmobenchError) else exc from None
-        except ray.exceptions.RayActorError as exc:  # its process could not start: Ray's report is pages long
-            errors = [line.strip() for line in str(exc).splitlines() if re.match(r"\s*\w+Error: ", line)]
-            raise InputError(
-                "--ray", "", f"a worker could not start ({errors[-1] if errors else type(exc).__name__}); "
-                "is this emobench installed on every machine of the cluster?",
-            ) from None
+        except ray.exceptions.RayActorError as exc:
+            raise actor_lost(exc, "a worker could not start") from None
         try:
             yield cluster
         except Exception:  # the faults that led to it too, as a local run logs them as they happen

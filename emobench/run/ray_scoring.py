@@ -19,15 +19,14 @@ Ray is imported only here and in ray_executor.py, so emobench runs without it in
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from emobench.config import RunConfig
-from emobench.errors import EmobenchError, InputError
-from emobench.run.ray_executor import check, connect, disconnect
+from emobench.errors import EmobenchError
+from emobench.run.ray_executor import actor_lost, check, connect, disconnect
 from emobench.trackers.affect import AffectReading, default_tracker
 from emobench.trackers.pool import Readings, Texts, Tick, chunks, read_chunk, read_locally, scoring_workers
 
@@ -73,12 +72,8 @@ class RayReader:
                     tick(len(out))
         except self.ray.exceptions.RayTaskError as exc:  # the actor's own error, as a local run reports it
             raise exc.cause if isinstance(exc.cause, EmobenchError) else exc from None
-        except self.ray.exceptions.RayActorError as exc:  # Ray's report of it is pages long
-            errors = [line.strip() for line in str(exc).splitlines() if re.match(r"\s*\w+Error: ", line)]
-            raise InputError(
-                "--ray", "", f"a scoring actor was lost ({errors[-1] if errors else type(exc).__name__}); "
-                "is this emobench installed on every machine of the cluster?",
-            ) from None
+        except self.ray.exceptions.RayActorError as exc:
+            raise actor_lost(exc, "a scoring actor was lost") from None
         finally:
             for handle in actors:
                 self.ray.kill(handle)
