@@ -20,9 +20,9 @@ from emobench.registry.checks.injection import addressed_to_models
 from emobench.registry.cli import app
 from emobench.registry.loader import display_path
 from tests.conftest import write_config
-from tests.test_registry_edition3 import case_need, one_validate_error, replace
-from tests.test_registry_edition4 import IRIS, TEST, WORKSHOP
-from tests.test_registry_edition4 import lib as lib  # the fixture
+from tests.test_registry_fixture_faults import case_need, one_validate_error, replace
+from tests.test_registry_heldout_faults import IRIS, TEST, WORKSHOP
+from tests.test_registry_heldout_faults import lib as lib  # the fixture
 
 runner = CliRunner()
 

@@ -32,7 +32,7 @@ def lib(tmp_path: Path) -> Path:
     return root
 
 
-def edit_yaml(path: Path, change: Callable[[Any], None]) -> None:
+def edit_yaml(path: Path, change: Callable[[Any], object]) -> None:
     data = yaml.safe_load(path.read_text())
     change(data)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -63,7 +63,7 @@ SCENARIO = "scenarios/new-job.yaml"
 SPLIT = "scenarios/splits/mini.yaml"
 
 # (name, break the library, file named, field named, words of the problem)
-BAD_CARDS: list[tuple[str, Callable[[Path], None], str, str, str]] = [
+BAD_CARDS: list[tuple[str, Callable[[Path], object], str, str, str]] = [
     ("wrong type", lambda r: set_key(r / PERSONA, "age", "forty"),
      PERSONA, "age", "valid integer"),
     ("wrong nested type", lambda r: edit_yaml(r / PERSONA, lambda d: d["style"].__setitem__("habits", "typos")),
@@ -133,7 +133,7 @@ BAD_CARDS: list[tuple[str, Callable[[Path], None], str, str, str]] = [
 @pytest.mark.parametrize(("name", "breaker", "file", "field", "problem"), BAD_CARDS,
                          ids=[case[0] for case in BAD_CARDS])
 def test_bad_card_is_one_line_with_file_field_problem(
-    lib: Path, name: str, breaker: Callable[[Path], None], file: str, field: str, problem: str
+    lib: Path, name: str, breaker: Callable[[Path], object], file: str, field: str, problem: str
 ) -> None:
     breaker(lib)
     result = runner.invoke(app, ["validate", str(lib)])

@@ -16,9 +16,9 @@ from emobench.prompts import load_template
 from emobench.registry import load_registry
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_registry_edition3 import replace
-from tests.test_registry_edition4 import HARVEST, IRIS, SEFA
-from tests.test_registry_edition4 import lib as lib  # the fixture
+from tests.test_registry_fixture_faults import replace
+from tests.test_registry_heldout_faults import HARVEST, IRIS, SEFA
+from tests.test_registry_heldout_faults import lib as lib  # the fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 cli = CliRunner()

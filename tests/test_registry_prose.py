@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from emobench.registry.checks.lang.en.prose_words import mentions, parse_number, prose_words
 from emobench.registry.cli import app
-from tests.test_registry_edition3 import one_validate_error, replace
-from tests.test_registry_edition4 import HARVEST, IRIS, SEFA, TEST, WORKSHOP
-from tests.test_registry_edition4 import lib as lib  # the fixture
+from tests.test_registry_fixture_faults import one_validate_error, replace
+from tests.test_registry_heldout_faults import HARVEST, IRIS, SEFA, TEST, WORKSHOP
+from tests.test_registry_heldout_faults import lib as lib  # the fixture
 
 runner = CliRunner()
 OTTO_OPENING = "opening: locked out AGAIN lol. how do u even find a locksmith at this hour"

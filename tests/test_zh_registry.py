@@ -15,7 +15,7 @@ from emobench.registry.cli import app
 from emobench.registry.hashing import card_hash
 from emobench.registry.loader import load_registry
 from emobench.registry.models import PersonaCard
-from tests.test_registry_edition3 import one_validate_error, replace
+from tests.test_registry_fixture_faults import one_validate_error, replace
 
 ZH = Path(__file__).parent / "data" / "zh_library"
 ROOT = Path(__file__).parents[1]

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from emobench.registry.checks.lang.zh.words import char_runs, parse_number, person_names
 from emobench.registry.cli import app
-from tests.test_registry_edition3 import one_validate_error, replace
+from tests.test_registry_fixture_faults import one_validate_error, replace
 
 ZH = Path(__file__).parent / "data" / "zh_library"
 WANG, LIN, CHEN = "personas/zh/wang-jianguo.yaml", "personas/zh/lin-xiaoyu.yaml", "personas/zh/chen-hao.yaml"
