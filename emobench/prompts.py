@@ -10,15 +10,13 @@ version names its language ("zh-<hash>"), so every record says which set it came
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
-from jinja2 import nodes
 
 from emobench.errors import InputError
 from emobench.library_paths import library_root
@@ -53,88 +51,10 @@ _env = _Environment(
 
 
 @dataclass(frozen=True)
-class PlainLoop:
-    """A block's one loop over a list variable, whose body writes only text and fields of the
-    item: the loop's output is then the items' lines joined, each line its pieces (text, or the
-    ``(field,)`` to write) in turn. A transcript grows every turn, and jinja rendered it line by
-    line again on every call."""
-
-    variable: str
-    pieces: tuple[str | tuple[str], ...]
-
-    @property
-    def marker(self) -> dict[str, str]:
-        return {piece[0]: f"\x00{piece[0]}\x00" for piece in self.pieces if type(piece) is tuple}
-
-    @cached_property
-    def marked(self) -> str:
-        """The marker item's line."""
-        return "".join(piece if type(piece) is str else self.marker[piece[0]] for piece in self.pieces)
-
-    @cached_property
-    def _format(self) -> tuple[str, Callable[[Any], tuple[Any, ...]]] | None:
-        """For items that are dicts (a transcript's lines): the line as a %-format, and its fields'
-        getter. A field named like a dict method is read as jinja reads it, below."""
-        fields = [piece[0] for piece in self.pieces if type(piece) is tuple]
-        if len(fields) < 2 or _DICT_ATTRIBUTES & set(fields):
-            return None
-        line = "".join(piece.replace("%", "%%") if type(piece) is str else "%s" for piece in self.pieces)
-        return line, itemgetter(*fields)
-
-    def lines(self, items: list[Any], getattr_: Callable[[Any, str], Any]) -> str:
-        """The loop's output for these items: each field written as jinja writes it (str)."""
-        fast = self._format
-        if fast is not None and all(type(item) is dict for item in items):
-            line, fields = fast
-            try:
-                return "".join([line % fields(item) for item in items])
-            except KeyError:
-                pass  # a line without a field: jinja's own lookup below raises jinja's error
-        return "".join([
-            "".join([piece if type(piece) is str else str(getattr_(item, piece[0])) for piece in self.pieces])
-            for item in items
-        ])
-
-
-def plain_loop(source: str, block: str) -> PlainLoop | None:
-    """The block's plain loop, when it has one (see PlainLoop) and its list is read nowhere else in
-    the block; None otherwise, and the block renders through jinja alone."""
-    found = [b for b in _env.parse(source).find_all(nodes.Block) if b.name == block]
-    if len(found) != 1 or any(found[0].find_all((nodes.Include, nodes.Macro, nodes.CallBlock))):
-        return None
-    body = found[0].body
-    loops = [n for n in body if isinstance(n, nodes.For)]  # at the block's top level: run once per render
-    if len(loops) != 1:
-        return None
-    loop = loops[0]
-    if not isinstance(loop.iter, nodes.Name) or not isinstance(loop.target, nodes.Name):
-        return None
-    if loop.else_ or loop.test or loop.recursive:
-        return None
-    variable, item = loop.iter.name, loop.target.name
-    names = [n.name for n in found[0].find_all(nodes.Name)]
-    if names.count(variable) != 1 or {"self", "super", "caller"} & set(names):
-        return None
-    pieces: list[str | tuple[str]] = []
-    for output in loop.body:
-        if not isinstance(output, nodes.Output):
-            return None
-        for node in output.nodes:
-            if isinstance(node, nodes.TemplateData):
-                pieces.append(node.data)
-            elif isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name) and node.node.name == item:
-                pieces.append((node.attr,))
-            else:
-                return None
-    return PlainLoop(variable, tuple(pieces))
-
-
-@dataclass(frozen=True)
 class PromptTemplate:
     name: str
     version: str
     template: jinja2.Template
-    source: str = field(default="", compare=False, repr=False)
     # Rendered system blocks by case content hash: they are the same on every turn of every
     # episode of a case, and re-rendering them was a sixth of the harness's CPU per call.
     _systems: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -150,25 +70,11 @@ class PromptTemplate:
     def _globals(self) -> dict[str, Any]:
         return dict(self.template.globals)
 
-    def _render(self, block: str, context: dict[str, Any]) -> str:
+    def block(self, block: str, **context: Any) -> str:
         # The context jinja would build (its globals, then ours), from a copy of the globals made once:
         # jinja merges them from a ChainMap on every render.
-        return "".join(self.template.blocks[block](self.template.new_context({**self._globals, **context}, shared=True)))
-
-    def block(self, block: str, **context: Any) -> str:
-        loop = self._plain_loops.get(block)
-        items = context.get(loop.variable) if loop else None
-        if loop is None or not isinstance(items, list) or len(items) < 2:
-            return self._render(block, context).strip()
-        # The loop's lines, joined here; jinja renders the rest around one marker line.
-        text = self._render(block, {**context, loop.variable: [loop.marker]})
-        if text.count(loop.marked) != 1:  # a marker in the context's own values: jinja renders it all
-            return self._render(block, context).strip()
-        return text.replace(loop.marked, loop.lines(items, self.template.environment.getattr)).strip()
-
-    @cached_property
-    def _plain_loops(self) -> dict[str, PlainLoop]:
-        return {name: loop for name in self.template.blocks if (loop := plain_loop(self.source, name)) is not None}
+        render = self.template.blocks[block]
+        return "".join(render(self.template.new_context({**self._globals, **context}, shared=True))).strip()
 
     def case_system(self, case: Case) -> str:
         """The "system" block for a case (its persona and scenario), rendered once per case."""
@@ -213,4 +119,4 @@ def load_template(path: Path, language: str = "en") -> PromptTemplate:
     digest = hashlib.sha256(source.encode()).hexdigest()[:10]
     # English versions stay the bare hash that every earlier run recorded.
     version = digest if language == "en" else f"{language}-{digest}"
-    return PromptTemplate(name=path.stem, version=version, template=template, source=source)
+    return PromptTemplate(name=path.stem, version=version, template=template)

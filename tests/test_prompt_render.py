@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from emobench.prompts import PlainLoop, load_template, plain_loop
+from emobench.prompts import load_template
 
 SOURCE = """{% block user %}
 {% for line in lines %}{{ line.speaker }}: {{ line.text }} / {{ line.items }} / {{ line.get }}
@@ -56,11 +56,11 @@ def test_a_missing_key_or_attribute_fails_as_in_plain_jinja(template: Any, broke
     assert str(ours.value) == str(plain.value)
 
 
-# A transcript's lines are joined outside jinja when the block's loop writes only text and the
-# line's fields (PlainLoop); the text must be jinja's, whatever the lines hold.
+# A shipped rubric's transcript, whatever its lines hold (dicts or objects, a field that looks
+# like a marker), renders as plain jinja renders it.
 RUBRIC = Path(__file__).resolve().parents[1] / "judges" / "mdep.j2"
 FIELDS = st.fixed_dictionaries({"speaker": st.sampled_from(["Mara", "Assistant", "\x00speaker\x00"]), "text": st.text()})
-LINE = st.one_of(FIELDS, FIELDS.map(lambda line: SimpleNamespace(**line)))  # dicts are joined by one %-format
+LINE = st.one_of(FIELDS, FIELDS.map(lambda line: SimpleNamespace(**line)))
 
 
 PLAIN_RUBRIC = PLAIN.from_string(RUBRIC.read_text(encoding="utf-8"))
@@ -71,22 +71,10 @@ def rubric_block(context: dict[str, Any]) -> str:
     return "".join(template.blocks["user"](template.new_context(context))).strip()
 
 
-def test_the_shipped_transcript_loops_are_joined_outside_jinja() -> None:
-    root = RUBRIC.parents[1]
-    for path in (RUBRIC, root / "judges" / "holistic.j2", root / "prompts" / "director.j2"):
-        assert load_template(path)._plain_loops["user"] == PlainLoop("transcript", (("speaker",), ": ", ("text",), "\n"))
-    # A loop that reads more than the line (its index, a filter, a condition) stays jinja's.
-    for body in ("{{ loop.index }} {{ line.text }}", "{{ line.text | upper }}", "{% if line.text %}{{ line.text }}{% endif %}"):
-        assert plain_loop(f"{{% block user %}}{{% for line in transcript %}}{body}{{% endfor %}}{{% endblock %}}", "user") is None
-    assert plain_loop("{% block user %}{% for line in transcript %}{{ line.text }}{% endfor %}{{ transcript | length }}"
-                      "{% endblock %}", "user") is None
-
-
 @settings(max_examples=60, deadline=None)
 @given(st.lists(LINE, max_size=6), st.text())
 @example([{"speaker": "Mara", "text": "a"}, {"speaker": "Assistant", "text": "b"}], "\x00speaker\x00: \x00text\x00\n")
 def test_a_joined_transcript_is_jinjas_text(transcript: list[Any], reply: str) -> None:
-    # The marker's own line inside a reply falls back to jinja's render of the whole block.
     context = {"transcript": transcript, "reply": reply}
     assert load_template(RUBRIC).block("user", **context) == rubric_block(context)
 
