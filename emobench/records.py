@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any, Literal, Self
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -31,21 +31,6 @@ class Limits:
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-    @classmethod
-    def trusted(cls, **values: Any) -> Self:
-        """The record from values the episode loop made and typed itself, not validated again:
-        validating them was about a tenth of the loop's CPU. Every field is given, so no default
-        is shared. What is read from files, configs and the network is validated as ever."""
-        if values.keys() != cls.model_fields.keys():
-            raise TypeError(f"{cls.__name__}.trusted takes every field, got {', '.join(values)}")
-        record = cls.__new__(cls)
-        # What pydantic's model_construct sets (it is slower than validation, looping per field).
-        object.__setattr__(record, "__dict__", values)
-        object.__setattr__(record, "__pydantic_fields_set__", set(values))
-        object.__setattr__(record, "__pydantic_extra__", None)
-        object.__setattr__(record, "__pydantic_private__", None)
-        return record
 
 
 class Sampling(Record):

@@ -56,10 +56,7 @@ class RoleCaller:
         """Call the model and return the call record (text included), timing it end to end."""
         started = time.perf_counter()
         done = await self.call(messages, seed, response_format)
-        # An answer whose text is not text is refused by validation, as it always was.
-        typed = type(done.text) is str and (done.finish_reason is None or type(done.finish_reason) is str)
-        make: Callable[..., ModelCall] = ModelCall.trusted if typed else ModelCall
-        return make(
+        return ModelCall(
             role=self.role,
             label=self.info.label,
             model=self.info.model,
@@ -69,12 +66,11 @@ class RoleCaller:
             template=done.template or (template.ref if template else "none"),
             prompt_tokens=done.prompt_tokens,
             completion_tokens=done.completion_tokens,
-            latency_s=float(done.latency_s) if not done.cached else time.perf_counter() - started,
+            latency_s=done.latency_s if not done.cached else time.perf_counter() - started,
             attempts=done.attempts,
             cached=done.cached,
             finish_reason=done.finish_reason,
             text=done.text,
-            error=None,
             structured_output=self.info.structured_output if response_format is not None else None,
         )
 

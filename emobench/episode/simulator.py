@@ -60,10 +60,9 @@ def parse_user_move(text: str) -> UserMove:
     if not isinstance(leave, bool):
         raise ValueError("leave: not a boolean")
     inner = data.get("inner", "")
-    return UserMove.trusted(  # each field checked above; the step clamped to the simulator's ±10
+    return UserMove(
         message=message.strip(),
         meter_delta=max(-10, min(10, round(delta))),
         inner=inner if isinstance(inner, str) else "",
         leave=leave,
-        human=False,
     )

@@ -191,7 +191,7 @@ class EpisodeState:
         point = None
         if judgement.valid and judgement.vector is not None:
             step = self.engine.step(judgement.vector)
-            point = EPMPoint.trusted(p=step.p, delta_e=step.delta_e, cos=step.cos, energy=step.energy)
+            point = EPMPoint(p=step.p, delta_e=step.delta_e, cos=step.cos, energy=step.energy)
             self.status = step.status
         before = self.director
         self.director = DirectorState(
@@ -206,7 +206,7 @@ class EpisodeState:
         self.calls += director_calls
         self.director = apply_action(case, self.director, action)
         self.guidance = simulator_guidance(case, self.director, action)
-        turn = Turn.trusted(index=t, user=move, reply=reply, judgement=judgement, epm=point, meter=self.meter, director=action)
+        turn = Turn(index=t, user=move, reply=reply, judgement=judgement, epm=point, meter=self.meter, director=action)
         self.turns.append(turn)
 
         if self.status == "success":

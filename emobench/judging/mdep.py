@@ -71,7 +71,7 @@ def parse_mdep(text: str, finish_reason: str | None = None) -> dict[str, AxisLev
         if (levels["progress"] or levels["regression"]) and not evidence.strip():
             raise ValueError(f"{axis}.evidence: missing for a non-zero level")
         reason = item.get("reason", "")
-        axes[axis] = AxisLevel.trusted(  # levels checked above
+        axes[axis] = AxisLevel(
             progress=levels["progress"], regression=levels["regression"],
             evidence=evidence.strip(), reason=reason.strip() if isinstance(reason, str) else "",
         )
@@ -87,7 +87,7 @@ async def _one_judge(
     )
     if axes is None:
         return JudgeVerdict(judge=judge.info.label, valid=False, error=error), calls
-    return JudgeVerdict.trusted(judge=judge.info.label, valid=True, axes=axes, error=None), calls
+    return JudgeVerdict(judge=judge.info.label, valid=True, axes=axes), calls  # type: ignore[arg-type]
 
 
 @cache  # at most 3**6 keys
@@ -111,11 +111,11 @@ def aggregate(verdicts: list[JudgeVerdict]) -> TurnJudgement:
         progress = {axis: median_level([a[axis].progress for a in valid]) for axis in AXES}
         regression = {axis: median_level([a[axis].regression for a in valid]) for axis in AXES}
     vector, points = _points(tuple(progress.values()), tuple(regression.values()))
-    return TurnJudgement.trusted(  # levels and points as scoring's functions give them
+    return TurnJudgement(
         verdicts=verdicts,
         valid=True,
-        progress=progress,
-        regression=regression,
+        progress=progress,  # type: ignore[arg-type]
+        regression=regression,  # type: ignore[arg-type]
         vector=vector,
         regression_points=points,
     )
