@@ -18,8 +18,8 @@ from emobench.registry.checks.lang.en.words import concept_words, normalised, sh
 from emobench.registry.checks.story_shape import asks, scripted_outcome
 from emobench.registry.cli import app
 from emobench.registry.loader import display_path
-from tests.test_registry_fixture_faults import case_need, one_validate_error, replace
 from tests.test_registry_errors import edit_yaml, write
+from tests.test_registry_fixture_faults import case_need, one_validate_error, replace
 
 runner = CliRunner()
 ED4 = Path(__file__).parent / "data" / "registry" / "ed4"

@@ -19,8 +19,8 @@ from emobench.registry.checks.lang.en.words import concept_lemmas
 from emobench.registry.checks.lang.zh.similarity import ChineseMeter, folded
 from emobench.registry.checks.meaning import concept_share, near_phrase
 from emobench.registry.cli import app
-from tests.test_registry_fixture_faults import one_validate_error
 from tests.test_registry_errors import edit_yaml
+from tests.test_registry_fixture_faults import one_validate_error
 
 runner = CliRunner()
 DATA = Path(__file__).parent / "data"
