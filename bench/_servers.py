@@ -47,6 +47,7 @@ class _Stats:
         self.last_end = 0.0
         self.busy_s = 0.0  # request-seconds in service: with the span, how full the slots were
         self.cpu0 = time.process_time()
+        self.bodies: list[bytes] | None = None  # the request bodies as sent, when asked to keep them
 
 
 def make_app(latency_s: float, capacity: int | None) -> web.Application:
@@ -75,7 +76,10 @@ def make_app(latency_s: float, capacity: int | None) -> web.Application:
         })
 
     async def completions(request: web.Request) -> web.Response:
-        body = orjson.loads(await request.read())
+        raw = await request.read()
+        if stats.bodies is not None:
+            stats.bodies.append(raw)
+        body = orjson.loads(raw)
         if gate is None:
             payload = await serve(body)
         else:
@@ -91,7 +95,13 @@ def make_app(latency_s: float, capacity: int | None) -> web.Application:
         }
         if request.query.get("reset"):
             stats.reset()
+            if request.query.get("keep"):
+                stats.bodies = []
         return web.json_response(out)
+
+    async def get_bodies(request: web.Request) -> web.Response:
+        # orjson writes no raw newline, so one body per line.
+        return web.Response(body=b"\n".join(stats.bodies or []), content_type="application/x-ndjson")
 
     async def models(request: web.Request) -> web.Response:  # what a run's preflight reaches first
         return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
@@ -100,6 +110,7 @@ def make_app(latency_s: float, capacity: int | None) -> web.Application:
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/stats", get_stats)
+    app.router.add_get("/bodies", get_bodies)
     return app
 
 
@@ -125,10 +136,16 @@ class ServerProcess:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def stats(self, reset: bool = False) -> dict[str, Any]:
-        url = f"http://127.0.0.1:{self.port}/stats" + ("?reset=1" if reset else "")
+    def stats(self, reset: bool = False, keep_bodies: bool = False) -> dict[str, Any]:
+        """``keep_bodies`` (with reset): keep every request body from now on, for ``bodies``."""
+        url = f"http://127.0.0.1:{self.port}/stats" + ("?reset=1" if reset else "") + ("&keep=1" if keep_bodies else "")
         with urllib.request.urlopen(url, timeout=30) as resp:
             return orjson.loads(resp.read())
+
+    def bodies(self) -> list[dict[str, Any]]:
+        """The request bodies kept since ``stats(reset=True, keep_bodies=True)``, in arrival order."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/bodies", timeout=60) as resp:
+            return [orjson.loads(line) for line in resp.read().splitlines()]
 
 
 @contextmanager
@@ -169,8 +186,10 @@ def sample_requests(model: str = "fake-model") -> list[dict[str, Any]]:
     ]
 
 
-async def _drive(n: int, concurrency: int, call: Callable[[dict[str, Any]], Awaitable[str]]) -> None:
-    requests = sample_requests()
+async def _drive(
+    n: int, concurrency: int, call: Callable[[dict[str, Any]], Awaitable[str]], requests: list[dict[str, Any]] | None = None
+) -> None:
+    requests = requests or sample_requests()
     sem = asyncio.Semaphore(concurrency)
 
     async def one(i: int) -> None:
@@ -181,8 +200,9 @@ async def _drive(n: int, concurrency: int, call: Callable[[dict[str, Any]], Awai
     await asyncio.gather(*(one(i) for i in range(n)))
 
 
-async def raw_aiohttp(base_url: str, n: int, concurrency: int) -> None:
-    """Plain aiohttp + orjson: the floor any client can reach."""
+async def raw_aiohttp(base_url: str, n: int, concurrency: int, requests: list[dict[str, Any]] | None = None) -> None:
+    """Plain aiohttp + orjson: the floor any client can reach. ``requests``: the bodies to send
+    in turn (default: three of a mid-episode turn's sizes, ``sample_requests``)."""
     url = f"{base_url}/chat/completions"
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
 
@@ -191,7 +211,7 @@ async def raw_aiohttp(base_url: str, n: int, concurrency: int) -> None:
                 data = orjson.loads(await resp.read())
             return str(data["choices"][0]["message"]["content"])
 
-        await _drive(n, concurrency, call)
+        await _drive(n, concurrency, call, requests)
 
 
 async def raw_chains(base_url: str, chains: int, length: int) -> None:

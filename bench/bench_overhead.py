@@ -5,9 +5,10 @@ cache: prompt rendering, parsing, records and the run directory all count; the s
 its own process and does not. The same number of raw calls then go through plain aiohttp (at the
 endpoint cap, and at the three roles' caps together, which the harness may fill) and through
 ``openai.AsyncOpenAI`` in this process, for the ratios; the harness / plain aiohttp ratio is held
-against the 1.5 aim. Scoring (``finalize_run``) is not part of the episode loop and is left out:
-it runs the affect tracker (trackers are excepted from the target; ``bench_trackers.py``
-measures them).
+against the 1.5 aim. Plain aiohttp also replays the harness's own request bodies, kept by the
+server in arrival order: the floor for exactly the bytes the harness sent, not three fixed ones.
+Scoring (``finalize_run``) is not part of the episode loop and is left out: it runs the affect
+tracker (trackers are excepted from the target; ``bench_trackers.py`` measures them).
 
     HF_HUB_OFFLINE=1 python bench/bench_overhead.py [--episodes 210] [--in-flight 210] [--turns 12] [--no-openai] [--profile]
 """
@@ -58,7 +59,7 @@ def main() -> None:
         asyncio.run(run_benchmark(warm, Path(tmp) / "warm", show_progress=False))
         asyncio.run(raw_aiohttp(server.base_url, 50, args.concurrency))
         asyncio.run(raw_openai(server.base_url, 50, args.concurrency))
-        server.stats(reset=True)
+        server.stats(reset=True, keep_bodies=True)
 
         run_dir = Path(tmp) / "run"
         profile = cProfile.Profile(time.process_time) if args.profile else None  # CPU, not wall, per function
@@ -71,10 +72,15 @@ def main() -> None:
                 profile.runcall(asyncio.run, job)
 
         h = measure(run_harness)
+        sent = server.bodies()
         calls = server.stats(reset=True)["requests"]
         rec = recorded(run_dir)
         if calls != rec.calls:
             sys.exit(f"the run directory records {rec.calls} calls, the server saw {calls}")
+        if len(sent) != calls:
+            sys.exit(f"the server kept {len(sent)} request bodies of {calls}")
+        same = measure(lambda: asyncio.run(raw_aiohttp(server.base_url, calls, args.concurrency, sent)))
+        sent.clear()  # tens of MB; the loads below do not need them
         a = measure(lambda: asyncio.run(raw_aiohttp(server.base_url, calls, args.concurrency)))
         # The three roles (subject, simulator, judge) each have the cap: up to three times as many in flight.
         a3 = measure(lambda: asyncio.run(raw_aiohttp(server.base_url, calls, 3 * args.concurrency)))
@@ -87,12 +93,14 @@ def main() -> None:
     print(f"harness CPU per call: {harness:.3f} ms (target <= {TARGET_MS:g} ms, ratio {harness / TARGET_MS:.2f})")
     print(f"plain aiohttp CPU per call: {plain:.3f} ms; harness / aiohttp ratio {harness / plain:.2f} "
           f"(aim <= {FLOOR_AIM:g}: {'met' if harness / plain <= FLOOR_AIM else 'not met'})")
+    own = 1000 * same.cpu_s / calls
+    print(f"plain aiohttp sending the harness's own {calls} bodies: {own:.3f} ms; ratio {harness / own:.2f}")
     wide = 1000 * a3.cpu_s / calls
     print(f"plain aiohttp at {3 * args.concurrency} in flight: {wide:.3f} ms; ratio {harness / wide:.2f}")
     if o is not None:
         sdk = 1000 * o.cpu_s / calls
         print(f"openai.AsyncOpenAI CPU per call: {sdk:.3f} ms; harness / openai ratio {harness / sdk:.3f}")
-    print(f"fake server CPU per request: {1000 * server_cpu / ((2 if o is None else 3) * calls):.3f} ms "
+    print(f"fake server CPU per request: {1000 * server_cpu / ((3 if o is None else 4) * calls):.3f} ms "
           "(its own process; not counted above)")
     print(load_line())
     if profile is not None:
