@@ -337,6 +337,11 @@ class Soak:
         """What every server printed while it served (tracebacks would be here)."""
         return [line for server in self.servers for line in server.later]
 
+    def tracebacks(self) -> str:
+        """The last tracebacks the servers logged, for a failure's message (a 500 says it is logged)."""
+        said = "".join(self.said())
+        return said[max(0, said.find("Traceback") - 300):][-4000:] if "Traceback" in said else ""
+
     def check(self) -> dict[str, int]:
         """The run directory after the soak; the counts of what was lost and what came back."""
         rd = RunDir(self.run)
@@ -472,7 +477,7 @@ def test_a_short_soak(tmp_path: Path, record_property: Callable[[str, object], N
         found = soak.check()
     record_property("summary", figures.summary())  # printed at the end of the run (tests/tiers.py)
     print("\n" + figures.summary())
-    assert figures.problems == [], (figures.problems[:5], figures.summary())
+    assert figures.problems == [], (figures.problems[:5], figures.summary(), soak.tracebacks())
     assert figures.kills >= 3 and figures.started > 20 and figures.deleted > 0 and figures.double_sends > 0
     assert figures.malformed > 0 and figures.finished > 0
     assert found["lost"] == 0 and found["resurrected"] == 0 and found["episodes"] > 0, (found, soak.lost, soak.back)
