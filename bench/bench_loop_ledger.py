@@ -4,8 +4,9 @@ The run of ``bench_overhead.py`` (N episodes x 12 turns against the zero-latency
 with the episode loop's, the judges' and the run folder's synchronous steps each wrapped in a
 CPU-time counter (``time.thread_time``) where the caller looks it up. Each step is then printed
 as CPU per model call, share of the run's CPU, count and CPU per use; the same steps are also
-timed alone in a tight loop on the run's own inputs, for the slowdown a live run's cache-cold
-working set (hundreds of episodes interleaved) puts on the same code.
+timed alone in a tight loop on one of the run's own inputs, from its second half (a list the
+run goes on growing is timed at its final length, which only makes "alone" slower), for the
+slowdown that running between socket calls and other episodes' steps puts on the same code.
 
 A wrapped step costs about 1 us more per use (two clock reads); nested steps count twice. What
 no step covers is aiohttp, asyncio and the coroutines' own glue: that remainder is held against
@@ -84,7 +85,8 @@ class Ledger:
             finally:
                 cpu[label] += clock() - started
                 uses[label] += 1
-                if uses[label] == 100:  # an input from the run itself, for the tight-loop timing
+                n = uses[label]
+                if n & (n - 1) == 0:  # the input of the last power-of-two use: from the run's second half
                     samples[label] = (fn, args, kwargs)
 
         return counted
