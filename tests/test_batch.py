@@ -29,8 +29,10 @@ def _run(server: FakeOpenAIServer, tmp: Path, name: str, cache: ResponseCache | 
     data = load_config_data(write_config(tmp / f"{name}.yaml", server.base_url, **extra))
     for role in (*data["subjects"], data["user"], *data["judges"]):
         # Each role has its own cap (issue 13); 3 x 6 keeps the fake server's load at about the
-        # old shared cap of 16, so that a 1 s client timeout fires only on injected timeouts.
-        role.update(timeout_s=1.0, retries=8, max_concurrency=6)
+        # old shared cap of 16. The client's timeout fires only on injected timeouts (held 4 s):
+        # at 1 s, a torn answer delayed past it on a loaded 2-core CI machine was counted as a
+        # timeout, not as the truncation it was (73 against 74).
+        role.update(timeout_s=3.0, retries=8, max_concurrency=6)
     config = validate_config(data, "run.yaml")
     result = asyncio.run(run_benchmark(config, tmp / name, show_progress=False, cache=cache))
     rd = RunDir(result.run_dir)
@@ -57,7 +59,7 @@ def test_fault_injection_over_200_episodes_loses_and_duplicates_nothing(tmp_path
     seeds = list(range(100))  # 2 demo cases x 100 seeds = 200 episodes
     with FakeOpenAIServer(FakeState()) as clean_server:
         clean = _run(clean_server, tmp_path, "clean", seeds=seeds, max_turns=2, min_turns=2)
-    state = FakeState(fault_rate=0.2, fault_seed=7, timeout_sleep_s=1.5)
+    state = FakeState(fault_rate=0.2, fault_seed=7, timeout_sleep_s=4.0)
     with FakeOpenAIServer(state) as faulty_server:
         faulty = _run(faulty_server, tmp_path, "faulty", seeds=seeds, max_turns=2, min_turns=2)
     episodes = RunDir(tmp_path / "faulty").read_episodes()
