@@ -56,8 +56,8 @@ def test_a_missing_key_or_attribute_fails_as_in_plain_jinja(template: Any, broke
     assert str(ours.value) == str(plain.value)
 
 
-# A shipped rubric's transcript, whatever its lines hold (dicts or objects, a field that looks
-# like a marker), renders as plain jinja renders it.
+# A shipped rubric's transcript, whatever its lines hold (dicts or objects, control characters),
+# renders as plain jinja renders it.
 RUBRIC = Path(__file__).resolve().parents[1] / "judges" / "mdep.j2"
 FIELDS = st.fixed_dictionaries({"speaker": st.sampled_from(["Mara", "Assistant", "\x00speaker\x00"]), "text": st.text()})
 LINE = st.one_of(FIELDS, FIELDS.map(lambda line: SimpleNamespace(**line)))
@@ -74,7 +74,7 @@ def rubric_block(context: dict[str, Any]) -> str:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(LINE, max_size=6), st.text())
 @example([{"speaker": "Mara", "text": "a"}, {"speaker": "Assistant", "text": "b"}], "\x00speaker\x00: \x00text\x00\n")
-def test_a_joined_transcript_is_jinjas_text(transcript: list[Any], reply: str) -> None:
+def test_a_rubric_transcript_renders_as_plain_jinja(transcript: list[Any], reply: str) -> None:
     context = {"transcript": transcript, "reply": reply}
     assert load_template(RUBRIC).block("user", **context) == rubric_block(context)
 

@@ -114,7 +114,6 @@ def role_caller(role: str, client: ChatEndpoint, info: RoleInfo) -> RoleCaller:
     return RoleCaller(role=role, info=info, call=call)
 
 
-
 class TurnJudge(Protocol):
     """The panel's per-turn MDEP judgement; the runner supplies it, so episode/ imports no judging/."""
 
