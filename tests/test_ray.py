@@ -86,15 +86,17 @@ def server() -> Iterator[FakeOpenAIServer]:
         yield fake
 
 
-def _config_data(base_url: str, retries: int = 5, **extra: Any) -> dict[str, Any]:
-    role = {"binding": f"openai:fake-model@{base_url}", "api_key_env": KEY_VAR, "retries": retries}
+def _config_data(base_url: str, retries: int | None = None, **extra: Any) -> dict[str, Any]:
+    role: dict[str, Any] = {"binding": f"openai:fake-model@{base_url}", "api_key_env": KEY_VAR}
+    if retries is not None:  # else the config's default
+        role["retries"] = retries
     return {
         "subjects": [{**role, "label": "subject-a"}], "user": role, "judges": [{**role, "label": "judge-0"}],
         "split": "demo", "seeds": SEEDS, "max_turns": 3, "min_turns": 2, "concurrency": 4, **extra,
     }
 
 
-def _config(base_url: str, retries: int = 5, **extra: Any) -> RunConfig:
+def _config(base_url: str, retries: int | None = None, **extra: Any) -> RunConfig:
     return validate_config(_config_data(base_url, retries, **extra), "test")
 
 
