@@ -96,6 +96,7 @@ class Figures:
     problems: list[str] = field(default_factory=list)
     latencies: dict[str, list[float]] = field(default_factory=dict)  # per kind of request: seconds to each answer
     greedy: dict[str, Counter[int]] = field(default_factory=dict)  # per kind of request: statuses
+    greedy_own: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # Greedy.own
     sockets_opened: int = 0
     sockets_closed_at_once: int = 0  # within a second: refused at the door
     sockets_closed_later: int = 0  # timed out, made room for others, or the server was killed
@@ -309,7 +310,7 @@ class Soak:
         for process in attackers:
             process.join(60)
         if hostile:
-            self.figures.greedy = results["greedy"]
+            self.figures.greedy, self.figures.greedy_own = results["greedy"]
             found, self.figures.lifetimes = results["slowloris"]
             figures = self.figures
             figures.sockets_opened, figures.sockets_closed_at_once = found["opened"], found["at_once"]
@@ -388,20 +389,38 @@ def _url(path: Path) -> str | None:
         return None
 
 
+@dataclass
+class Greedy:
+    """What the greedy client sent and what passed: statuses per kind of request, and the requests on
+    its own links that passed, per (player link, server life) with the life's first and last second."""
+
+    statuses: dict[str, Counter[int]] = field(default_factory=dict)
+    own: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (token, url) -> [passed, first, last]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self, kind: str, status: int, token: str, url: str) -> None:
+        with self.lock:
+            self.statuses.setdefault(kind, Counter())[status] += 1
+            if kind.startswith("own") and status != 429:
+                now = time.monotonic()
+                seen = self.own.setdefault((token, url), [0, now, now])
+                seen[0], seen[2] = seen[0] + 1, now
+
+
 def greedy_client(url_file: Path, stop: Any, out: Any, seed: int) -> None:
-    """As fast as it can, from one address, on four connections at once: its own link and unknown
-    ones, and joins. Puts its statuses per kind of request on `out`."""
-    statuses: dict[str, Counter[int]] = {}
-    lock = threading.Lock()
-    threads = [threading.Thread(target=_greedy, args=(url_file, stop, statuses, lock, seed + n)) for n in range(4)]
+    """As fast as it can, from one address, on four connections at once, each with a player link of
+    its own (a new one when its link is forgotten): its own link and unknown ones, and joins. Puts its
+    statuses per kind of request, and what passed per link and server life, on `out`."""
+    found = Greedy()
+    threads = [threading.Thread(target=_greedy, args=(url_file, stop, found, seed + n)) for n in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    out.put(("greedy", statuses))
+    out.put(("greedy", (found.statuses, found.own)))
 
 
-def _greedy(url_file: Path, stop: Any, statuses: dict[str, Counter[int]], lock: threading.Lock, seed: int) -> None:
+def _greedy(url_file: Path, stop: Any, found: Greedy, seed: int) -> None:
     rng, me, token, client = random.Random(seed), "127.0.0.2", None, Api()
     while not stop.is_set():
         client.url = _url(url_file) or ""
@@ -415,8 +434,7 @@ def _greedy(url_file: Path, stop: Any, statuses: dict[str, Counter[int]], lock: 
                 continue
             for kind, method, path, body in greedy(rng, token, 20):
                 status, _ = client.call(method, path, body, source=me)
-                with lock:
-                    statuses.setdefault(kind, Counter())[status] += 1
+                found.count(kind, status, token, client.url)
                 if kind == "own link" and status == 404:
                     token = None
                     break
@@ -485,10 +503,14 @@ def test_a_short_soak(tmp_path: Path, record_property: Callable[[str, object], N
     # The hostile clients: refused beyond their limits (each server's windows start empty), and no traceback.
     lives = figures.kills + 2
     greedy = {kind: (sum(c.values()), sum(n for s, n in c.items() if s != 429)) for kind, c in figures.greedy.items()}
-    own = sum(greedy[k][1] for k in ("own link", "own unknown episode"))
     anonymous = sum(greedy[k][1] for k in ("unknown link", "unknown link turn", "join"))
     assert all(passed < sent for kind, (sent, passed) in greedy.items() if kind not in ("own link", "own unknown episode"))
-    assert own <= PLAYER_PER_MINUTE * lives and anonymous <= ANONYMOUS_PER_MINUTE * lives, greedy
+    assert anonymous <= ANONYMOUS_PER_MINUTE * lives, greedy
+    # Each of its links is a player of its own, charged for every request on the link, a 404 too: within one
+    # server life, at most the per-player limit in each minute the life lasted (a sliding minute's window).
+    over = {f"{token[:6]}@{url}": (int(n), round(last - first, 1)) for (token, url), (n, first, last) in figures.greedy_own.items()
+            if n > PLAYER_PER_MINUTE * (1 + (last - first) // 60)}
+    assert figures.greedy_own and not over, over
     # Every socket past the one address's cap (300 - 64) at least was closed by the server, some only after a while.
     assert figures.sockets_opened >= 1260 and figures.sockets_closed_at_once + figures.sockets_closed_later >= 236
     assert figures.sockets_closed_later > 0
