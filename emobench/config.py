@@ -104,6 +104,9 @@ class PlayConfig(_Config):
     header_timeout_s: float = Field(default=10.0, gt=0, le=3600)  # to send a request's headers
     body_timeout_s: float = Field(default=10.0, gt=0, le=3600)  # to send a request's body
     allowed_origins: list[Annotated[str, Field(pattern=r"^https?://[^/\s]+$")]] = Field(default_factory=list)
+    # Requests without a player's link (pages, joins, unknown links) of every address together, shared fairly per network
+    anonymous_total_per_minute: int = Field(default=600, ge=1, lt=INT64)
+    idle_expire_s: float = Field(default=900.0, gt=0, le=31_536_000)  # an unfinished episode nobody plays ends (as left)
 
 
 class RunConfig(_Config):

@@ -123,10 +123,10 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "open_per_player": "Unfinished episodes one person may hold. Flag: `play --open-per-player`.",
         "open_total": "Unfinished episodes on the server. Flag: `play --open-total`.",
         "player_per_minute": "API requests per minute one person may make. Flag: `play --player-per-minute`.",
-        "server_per_minute": "API requests per minute of all people together, counted only for the requests the "
-                             "per-player and per-address limits let through. Flag: `play --server-per-minute`.",
-        "anonymous_per_minute": "API requests per minute from one client address that carry no player's link (joins, "
-                                "unknown links). Flag: `play --anonymous-per-minute`.",
+        "server_per_minute": "Starts, turns and leaves that reach a model, per minute, of all people together, shared "
+                             "max-min fairly among players (reads never count). Flag: `play --server-per-minute`.",
+        "anonymous_per_minute": "Requests per minute from one client address that carry no player's link (pages, "
+                                "static files, joins, unknown links). Flag: `play --anonymous-per-minute`.",
         "handles_per_address": "Handles one client address may hold; raise it for a lab behind one NAT or a reverse "
                                "proxy (docs/play.md). Flag: `play --handles-per-address`.",
         "open_per_address": "Unfinished episodes started from one client address; raise it for a lab behind "
@@ -139,6 +139,11 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
         "body_timeout_s": "Seconds a request has to send its body (408 after).",
         "allowed_origins": "Origins (`scheme://host[:port]`) the page may be used from besides its own, "
                            "e.g. behind a reverse proxy. Flag: `play --allow-origin`.",
+        "anonymous_total_per_minute": "Requests per minute without a player's link from all addresses, shared max-min "
+                                      "fairly among networks (/24, /64); a network's first 8 a minute always pass. "
+                                      "Flag: `play --anonymous-total-per-minute`.",
+        "idle_expire_s": "Seconds without a turn after which an unfinished episode ends as left (marked expired); "
+                         "checked from start-up on. Flag: `play --idle-expire-s`.",
     },
 }
 BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}

@@ -64,7 +64,7 @@ async def open_hub(config: RunConfig, seat: Seat, run_dir: Path, *, force: bool 
     from emobench.judging.mdep import judge_turn
     from emobench.judging.stage import bind_panel
     from emobench.play.guards import Guard
-    from emobench.play.limits import Quota
+    from emobench.play.limits import FairShare, Quota
     from emobench.play.rebuild import Bound
     from emobench.play.recovery import repair
     from emobench.play.server import STATIC, TEMPLATES, make_app
@@ -123,8 +123,10 @@ async def open_hub(config: RunConfig, seat: Seat, run_dir: Path, *, force: bool 
         for note in repair(store):
             say(f"repaired {note}")
         play = config.play
-        quota = Quota(play.open_per_player, play.open_total, play.handles_per_address, play.open_per_address)
-        hub = PlayHub(store, Bound(world, subjects, prompts, config.limits(), provenance), seat, cases, config.seeds[0], quota)
+        quota = Quota(play.open_per_player, play.open_total, play.handles_per_address, play.open_per_address,
+                      play.idle_expire_s)
+        hub = PlayHub(store, Bound(world, subjects, prompts, config.limits(), provenance), seat, cases, config.seeds[0], quota,
+                      FairShare(play.server_per_minute))
         yield hub, make_app(hub, Guard(play, store))
 
 
@@ -171,14 +173,15 @@ async def serve(
             catching_up.cancel()
 
 
-def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: int | None) -> RunConfig:
+def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: float | None) -> RunConfig:
     """The config with the command line's play options over its `play:` section."""
     from pydantic import ValidationError
 
     from emobench.config import PlayConfig
 
     names = ("open_per_player", "open_total", "player_per_minute", "server_per_minute", "anonymous_per_minute",
-             "handles_per_address", "open_per_address", "connections_per_address", "max_connections")
+             "handles_per_address", "open_per_address", "connections_per_address", "max_connections",
+             "anonymous_total_per_minute", "idle_expire_s")
     changes: dict[str, Any] = {name: value for name, value in zip(names, limits, strict=True) if value is not None}
     if origins:
         changes["allowed_origins"] = [*cfg.play.allowed_origins, *origins]
@@ -224,6 +227,10 @@ def play(
         help="Open connections of one client address (default 64).")] = None,
     max_connections: Annotated[int | None, typer.Option(
         help="Open connections in all (default 1000; at most the open-file limit less 256).")] = None,
+    anonymous_total_per_minute: Annotated[int | None, typer.Option(
+        help="Requests per minute without a player's link from all addresses, shared fairly per network (default 600).")] = None,
+    idle_expire_s: Annotated[float | None, typer.Option(
+        help="Seconds without a turn after which an unfinished episode ends as left (default 900).")] = None,
 ) -> None:
     """Serve a page where people play the user or the supporter; episodes go to a normal run directory."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -235,7 +242,7 @@ def play(
         cfg, flags = load_run_config(config, None, flag_overrides(subject, user, judge, split, None, max_turns, min_turns, limit))
         cfg = _with_play(cfg, allow_origin, open_per_player, open_total, player_per_minute, server_per_minute,
                          anonymous_per_minute, handles_per_address, open_per_address, connections_per_address,
-                         max_connections)
+                         max_connections, anonymous_total_per_minute, idle_expire_s)
         seat: Seat = "user" if mode == "user" else "subject"
 
         def announce(url: str) -> None:

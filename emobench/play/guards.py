@@ -9,9 +9,12 @@
   page in a browser (curl, a script): it needs no check, since it holds no one else's cookies or
   rights, and the player's token in the path is what authorises it. A body must be JSON
   (`Content-Type: application/json`), which a cross-site form cannot send.
-- **Limits**: requests per minute per player link; requests that carry no player's link (a join,
-  an unknown link) per client address; and, only for the requests those let through, for the
-  whole server (429): one client's refused requests never use up everyone's budget. Bodies of at
+- **Limits** (docs/play.md): a request with a player's link (their page, a read, a start, turn or
+  leave) counts against that player; a start, turn or leave that reaches a model also draws on the
+  server's budget, shared max-min fairly among players (emobench.play.session). A request without
+  one (a page, a static file, a join, an unknown link) counts against its client address, then
+  against the anonymous budget, shared max-min fairly among networks (`limits.party`). So a
+  player's reads wait on nobody, and a greedy party is refused before the others. Bodies of at
   most 64 KiB (413) that arrive within `play.body_timeout_s` (408), flat JSON objects of text,
   numbers and true/false only (400), valid Unicode (a lone surrogate is 400).
 - **Idempotency**: a start, turn or leave with an `Idempotency-Key` header returns the first
@@ -26,6 +29,7 @@ import asyncio
 import ipaddress
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -35,7 +39,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from yarl import URL
 
 from emobench.config import PlayConfig
-from emobench.play.limits import Replays, Window
+from emobench.play.limits import Clock, FairShare, Replays, Window, party
 from emobench.play.store import PlayError, PlayStore
 
 MAX_REQUEST = 64 * 1024  # bytes: a message is at most 4,000 characters
@@ -50,18 +54,19 @@ HEADERS = {
 CHANGES = {"POST", "PUT", "PATCH", "DELETE"}
 IDEMPOTENT = re.compile(r"/api/p/[^/]+/episodes(/[0-9a-f]{16}/(turn|leave))?")
 KEY = re.compile(r"[\x21-\x7e]{1,128}")  # an Idempotency-Key: printable ASCII, no spaces
+FIRST_VISIT = 8  # requests a person's first visit takes without a link: pages, their script and style, the join
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 log = logging.getLogger("emobench.play")
 
 
 class Guard:
-    def __init__(self, config: PlayConfig, store: PlayStore) -> None:
+    def __init__(self, config: PlayConfig, store: PlayStore, clock: Clock = time.monotonic) -> None:
         self.config, self.store = config, store
         self.origins = {o.rstrip("/").lower() for o in config.allowed_origins}
         self.hosts = {URL(o).host for o in self.origins}
-        self.per_player = Window(config.player_per_minute)
-        self.per_address = Window(config.anonymous_per_minute)
-        self.per_server = Window(config.server_per_minute)
+        self.per_player = Window(config.player_per_minute, clock=clock)
+        self.per_address = Window(config.anonymous_per_minute, clock=clock)
+        self.anonymous = FairShare(config.anonymous_total_per_minute, clock=clock, floor=FIRST_VISIT)
         self.replays = Replays()
 
     def host_allowed(self, host: str | None) -> bool:
@@ -93,21 +98,24 @@ class Guard:
                                 "with --allow-origin", status=403)
             if request.body_exists and request.content_type != "application/json":
                 raise PlayError("the request body must be application/json", status=415)
-        if not request.path.startswith("/api/"):
-            return
-        token = request.match_info.get("token")
+        self.admit(request.match_info.get("token"), request.remote or "")
+
+    def admit(self, token: str | None, address: str) -> None:
+        """The request limits, for a request with the player's link `token` (None: none) from `address`."""
         if token is not None and self.store.player(token) is not None:
             if not self.per_player.allow(token):
                 raise PlayError(f"too many requests: at most {self.config.player_per_minute} a minute per player "
                                 "(play.player_per_minute, --player-per-minute); wait a moment", status=429)
-        elif not self.per_address.allow(request.remote or ""):  # a join, or a link nobody holds
+            return  # the server's budget is charged by what reaches a model (PlayHub.spend), never by a read
+        if not self.per_address.allow(address):  # a page, a join, or a link nobody holds
             raise PlayError(f"too many requests without a player's link from this address: at most "
                             f"{self.config.anonymous_per_minute} a minute (play.anonymous_per_minute, "
                             "--anonymous-per-minute); wait a moment", status=429)
-        # Charged last: what the limits above refuse costs the other players nothing.
-        if not self.per_server.allow(""):
-            raise PlayError(f"the server is busy: at most {self.config.server_per_minute} requests a minute "
-                            "(play.server_per_minute, --server-per-minute); try again in a minute", status=429)
+        # Charged last: what the address's own limit refuses costs the other networks nothing.
+        if not self.anonymous.allow(party(address)):
+            raise PlayError(f"the server is busy: at most {self.config.anonymous_total_per_minute} requests without "
+                            "a player's link a minute, shared fairly among networks (play.anonymous_total_per_minute, "
+                            "--anonymous-total-per-minute); try again in a minute", status=429)
 
     def replay_key(self, request: web.Request) -> str | None:
         key = request.headers.get("Idempotency-Key")

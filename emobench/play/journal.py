@@ -52,13 +52,15 @@ class JournalTurn(Record):
 
 
 class JournalStop(Record):
-    """The person ended the episode: left as the user (with their last move) or stopped as the supporter."""
+    """The person ended the episode: left as the user (with their last move) or stopped as the supporter;
+    or the server did, for them, when they left it idle."""
 
     kind: Literal["stop"] = "stop"
     reason: str
     move: UserMove | None = None
     human_s: float = 0.0
     request: str | None = None
+    expired: bool = False  # the server ended it: nobody played it for play.idle_expire_s
 
 
 class JournalResume(Record):

@@ -4,7 +4,8 @@
 response to each `Idempotency-Key`, so that a double-sent message, a retried request or a second
 tab plays nothing twice. Replays of requests whose first try was lost with a killed server are
 recognised from the episode journals instead (emobench.play.session). `Addresses` counts the
-handles and unfinished episodes of each client address. None of it is written: a client's
+handles and unfinished episodes of each client address and network (`party`). `FairShare` shares a
+budget max-min fairly among the parties asking. None of it is written: a client's
 address is nobody's business once the server stops.
 (The limits' values are `play:` settings, emobench.config.PlayConfig; connections are counted
 in emobench.play.doors.)
@@ -13,6 +14,7 @@ in emobench.play.doors.)
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -42,6 +44,50 @@ class Window:
         if len(self._seen) > 10_000:  # forget keys that went quiet, so the map stays small
             self._seen = {k: v for k, v in self._seen.items() if v and v[-1] > at - self.span}
         return True
+
+
+class FairShare:
+    """About `limit` events in any `span` seconds, shared max-min fairly among the parties asking.
+
+    While fewer than `limit` events are in the window anyone is admitted; from then on only a party
+    with fewer than its fair share (`limit` / the parties with an event in the window) is, so a party
+    over its share is refused before one under it, and a party's first `floor` events in a span never
+    are (a newcomer gets in however many others ask). So the window holds at most about 2 x `limit`
+    events plus `floor` per party.
+    """
+
+    def __init__(self, limit: int, span: float = 60.0, clock: Clock = time.monotonic, floor: int = 1) -> None:
+        self.limit, self.span, self.clock, self.floor = limit, span, clock, floor
+        self._events: deque[tuple[float, str]] = deque()
+        self._counts: dict[str, int] = {}
+
+    def allow(self, party: str) -> bool:
+        """Count one event for party; False (and not counted) when the budget refuses it."""
+        at = self.clock()
+        while self._events and self._events[0][0] <= at - self.span:
+            _, old = self._events.popleft()
+            self._counts[old] -= 1
+            if not self._counts[old]:
+                del self._counts[old]
+        used, mine = len(self._events), self._counts.get(party, 0)
+        parties = len(self._counts) + (mine == 0)
+        if used >= self.limit and mine >= self.floor and mine * parties >= self.limit:
+            return False
+        self._events.append((at, party))
+        self._counts[party] = mine + 1
+        return True
+
+
+def party(address: str) -> str:
+    """The network a client address belongs to (/24 of IPv4, /64 of IPv6): one machine, or one site,
+    can hold many addresses of it, so what is shared fairly is shared per network."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ipaddress.ip_network(f"{ip}/{24 if ip.version == 4 else 64}", strict=False))
 
 
 Response = tuple[int, bytes]
@@ -91,17 +137,18 @@ class Replays:
 
 
 class Addresses:
-    """The handles joined and the episodes started from each client address, while the server runs."""
+    """The handles joined and the episodes started from each client address and network, while the server runs."""
 
     def __init__(self) -> None:
         self._players: dict[str, set[str]] = {}  # address -> token hashes
-        self._episodes: dict[str, set[str]] = {}  # address -> episode ids
+        self._episodes: dict[str, set[str]] = {}  # address, and party(address) -> episode ids
 
     def joined(self, address: str, token_sha256: str) -> None:
         self._players.setdefault(address, set()).add(token_sha256)
 
     def started(self, address: str, episode_id: str) -> None:
         self._episodes.setdefault(address, set()).add(episode_id)
+        self._episodes.setdefault(party(address), set()).add(episode_id)
 
     def handles(self, address: str, alive: Callable[[str], bool]) -> int:
         """Handles of this address that still exist (a player whose last episode was deleted is gone)."""
@@ -117,12 +164,19 @@ class Addresses:
 
 @dataclass(frozen=True)
 class Quota:
-    """Unfinished episodes and handles: per player, per client address, on the server (play.* settings)."""
+    """Unfinished episodes and handles: per player, per client address, on the server (play.* settings).
+    The last tenth of open_total is a reserve for networks holding no unfinished episode, so a
+    newcomer can start while others fill the rest; idle_expire_s frees what nobody plays."""
 
     open_per_player: int
     open_total: int
     handles_per_address: int = 5
     open_per_address: int = 10
+    idle_expire_s: float = 900.0
+
+    @property
+    def reserve(self) -> int:
+        return self.open_total // 10
 
     def admit_join(self, addresses: Addresses, store: PlayStore, address: str) -> None:
         if addresses.handles(address, store.has_player) >= self.handles_per_address:
@@ -136,6 +190,10 @@ class Quota:
         if addresses.open(address, store.unfinished) >= self.open_per_address:
             raise PlayError(f"this address holds {self.open_per_address} unfinished episodes, its limit "
                             "(play.open_per_address, --open-per-address); finish, leave or delete one first", status=429)
-        if store.open_episodes() >= self.open_total:
+        held = store.open_episodes()
+        if held >= self.open_total:
             raise PlayError(f"the server holds {self.open_total} unfinished episodes, its limit "
                             "(play.open_total, --open-total); try again later", status=429)
+        if held >= self.open_total - self.reserve and addresses.open(party(address), store.unfinished):
+            raise PlayError(f"the server's last {self.reserve} unfinished episodes are kept for networks holding none "
+                            "(play.open_total, --open-total); finish, leave or delete one first", status=429)

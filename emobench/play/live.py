@@ -30,6 +30,7 @@ class Live:
     resumed: int = 0
     requests: set[str] = field(default_factory=set)
     episode: Episode | None = None  # the record, once written
+    expired: bool = False  # ended by the server after play.idle_expire_s without a turn
 
 
 def short_fault(problem: str) -> str:
@@ -52,3 +53,9 @@ def model_fault(exc: BaseException) -> str | None:
         logging.getLogger("emobench.play").warning("emobench play: %s", str(exc).splitlines()[0])
         return "its endpoint refused the server's key"
     return None
+
+
+def expired_note(idle_s: float) -> str:
+    """What the person is told of an episode the server ended for them."""
+    return (f"This episode ended after {idle_s / 60:g} minutes without a turn (play.idle_expire_s) and is kept as "
+            "left; start a new one to play on.")

@@ -5,7 +5,9 @@ journal tail is cut, a delete that a stop interrupted is finished, a journal wit
 line and a person's record without a journal (both left by a delete an older server undid) are
 removed, and so is the temporary file of a rewrite that a kill interrupted. `catch_up` runs in
 the background while people play: it writes the record of every episode that ended but has
-none, and judges every finished episode that has no judgement.
+none, and judges every finished episode that has no judgement. `expire_idle` runs from the start
+for as long as the server serves: it ends every unfinished episode idle past `play.idle_expire_s`,
+so what a restart finds idle ends at once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -114,3 +117,21 @@ async def catch_up(hub: PlayHub, say: Callable[[str], None]) -> None:
         store.refinalize()
     if counts["recorded"] or counts["judged"]:
         say(f"recorded {counts['recorded']} episode(s) that had ended and judged {counts['judged']} in the background")
+
+
+async def expire_idle(hub: PlayHub, say: Callable[[str], None]) -> None:
+    """Forever: end each unfinished episode whose journal was last written play.idle_expire_s ago or more
+    (a journal's time survives a restart, so a restart does not make an episode new again)."""
+    seconds = hub.quota.idle_expire_s
+    while True:
+        for episode_id in list(hub.store.heads):
+            if episode_id in hub.store.deleted or not hub.store.unfinished(episode_id):
+                continue
+            try:
+                if time.time() - hub.store.journal_path(episode_id).stat().st_mtime < seconds:
+                    continue
+                if await hub.expire(episode_id, seconds):
+                    say(f"play/journal/{episode_id}.jsonl: ended, idle for {seconds:g} s (play.idle_expire_s)")
+            except Exception as exc:  # one episode that cannot be ended must not keep the others open
+                say(f"play/journal/{episode_id}.jsonl: not expired ({str(exc).splitlines()[0]})")
+        await asyncio.sleep(min(60.0, seconds / 4))

@@ -8,6 +8,9 @@ textContent only; errors reach the page as one line.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from aiohttp import web
 
 from emobench.play import views
 from emobench.play.guards import GUARD, MAX_REQUEST, Guard, json_body
+from emobench.play.recovery import expire_idle
 from emobench.play.session import PlayHub
 from emobench.play.store import PlayError
 from emobench.prompts import cases_language
@@ -149,5 +153,11 @@ def make_app(hub: PlayHub, guard: Guard) -> web.Application:
     async def settle(_: web.Application) -> None:
         await hub.store.settle()
 
+    async def expiring(_: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(expire_idle(hub, logging.getLogger("emobench.play").warning))
+        yield
+        task.cancel()
+
     app.on_shutdown.append(settle)
+    app.cleanup_ctx.append(expiring)
     return app

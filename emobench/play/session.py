@@ -24,8 +24,8 @@ from emobench.episode.roles import WorldRoles
 from emobench.episode.stepper import EpisodeState, now, subject_conversation
 from emobench.play import journal
 from emobench.play.journal import JournalHead, JournalResume, JournalStop, JournalTurn
-from emobench.play.limits import Addresses, Quota
-from emobench.play.live import MAX_MESSAGE, MODEL_FAULTS, RETRY, Live, model_fault
+from emobench.play.limits import Addresses, FairShare, Quota
+from emobench.play.live import MAX_MESSAGE, MODEL_FAULTS, RETRY, Live, expired_note, model_fault
 from emobench.play.rebuild import Bound, fork, human_reply, open_state, rebuild
 from emobench.play.store import Deleted, Player, PlayError, PlayStore, token_hash
 from emobench.records import Episode, HumanSeat, ModelCall, UserMove
@@ -35,8 +35,10 @@ Seat = Literal["user", "subject"]
 
 
 class PlayHub:
-    def __init__(self, store: PlayStore, bound: Bound, seat: Seat, cases: list[Case], base_seed: int, quota: Quota) -> None:
+    def __init__(self, store: PlayStore, bound: Bound, seat: Seat, cases: list[Case], base_seed: int, quota: Quota,
+                 budget: FairShare) -> None:
         self.store, self.bound, self.seat, self.base_seed, self.quota = store, bound, seat, base_seed, quota
+        self.budget = budget  # play.server_per_minute: starts, turns and leaves, shared fairly among players
         self.cases = {case.id: case for case in cases}
         self.live: dict[str, Live] = {}
         self.locks: dict[str, asyncio.Lock] = {}  # only for episodes that exist: an unknown id makes none
@@ -91,6 +93,7 @@ class PlayHub:
         else:
             label = player.name
         self.quota.admit_start(self.addresses, self.store, player.token_sha256, address)
+        self.spend(player)
         seed = self.store.free_seed(label, case.id, self.base_seed)
         head = JournalHead(
             episode_id=secrets.token_hex(8), token_sha256=player.token_sha256, player=player.name, seat=self.seat,
@@ -166,6 +169,7 @@ class PlayHub:
             if request is not None and request in live.requests:  # sent again after a restart: played once
                 return live
             self._check_open(live)
+            self.spend(player)
             text = message.strip()
             if len(text) > MAX_MESSAGE:
                 raise PlayError(f"a message holds at most {MAX_MESSAGE} characters")
@@ -196,25 +200,57 @@ class PlayHub:
             if request is not None and request in live.requests:
                 return live
             self._check_open(live)
+            self.spend(player)
             waited = round(time.monotonic() - live.shown_at, 3)
-            work = fork(live.state)
             if self.seat == "subject" and message.strip():
                 raise PlayError("your reply is not sent: send it first, or clear it to end without it", status=409)
-            if self.seat == "user" and work.awaiting_user:
+            move = None
+            if self.seat == "user" and live.state.awaiting_user:
                 move = self._move(live, message.strip()[:MAX_MESSAGE], meter, leave=True)
-                work.take_user(move)
-                stop = JournalStop(reason=work.stop_reason, move=move, human_s=waited, request=request)
-            else:
-                reason = "user_left" if self.seat == "user" else "supporter_left"
-                work.stop(reason)
-                stop = JournalStop(reason=reason, human_s=waited, request=request)
-            await self.store.write_journal(live.head, stop)
-            live.state = work
-            if request is not None:
-                live.requests.add(request)
-            await self._record(live)
+            await self._end(live, move, JournalStop(reason=self._left, human_s=waited, request=request))
         await self._judge(live)
         return live
+
+    async def expire(self, episode_id: str, idle_s: float) -> bool:
+        """End an unfinished episode whose journal nobody wrote for idle_s seconds as its person leaving
+        would, marked expired; judged in the background. True when it ended it here."""
+        head = self.store.heads.get(episode_id)
+        if head is None or episode_id in self.store.deleted:
+            return False
+        async with self._lock(episode_id):
+            path = self.store.journal_path(episode_id)
+            if episode_id in self.store.deleted or not path.exists() or time.time() - path.stat().st_mtime < idle_s:
+                return False  # deleted, or played, while it waited for the lock
+            live = self.live.get(episode_id)
+            if live is None:  # not rebuilt by `reopen`: an expiry is no resume by the person
+                read = journal.read_journal(path)
+                live = await self._rebuild(read)
+                live.resumed = read.resumed
+            if live.episode is not None or live.state.done:
+                return False  # ended: its record is catch_up's
+            self.live[episode_id] = live
+            await self._end(live, None, JournalStop(reason=self._left, expired=True))
+        if live.episode is not None:
+            self.judge_later(head, live.episode)
+        return True
+
+    @property
+    def _left(self) -> str:
+        return "user_left" if self.seat == "user" else "supporter_left"
+
+    async def _end(self, live: Live, move: UserMove | None, stop: JournalStop) -> None:
+        """Stop the episode (with the user's last move, if any), journal the stop, write the record (hold the lock)."""
+        work = fork(live.state)
+        if move is not None:
+            work.take_user(move)
+            stop = stop.model_copy(update={"reason": work.stop_reason, "move": move})
+        else:
+            work.stop(stop.reason)
+        await self.store.write_journal(live.head, stop)
+        live.state, live.expired = work, stop.expired
+        if stop.request is not None:
+            live.requests.add(stop.request)
+        await self._record(live)
 
     async def delete(self, token: str, episode_id: str) -> dict[str, int]:
         player = self.player(token)
@@ -234,7 +270,18 @@ class PlayHub:
             self.locks.pop(episode_id, None)  # what still waits holds it; what comes later sees the tombstone
 
     # --- the steps -----------------------------------------------------------------------
+    def spend(self, player: Player) -> None:
+        """Charge the server's budget for a request that reaches a model: only a start the quota admits and
+        a turn or leave of an open episode, so its parties are players with room to play, however many
+        handles ask (a player's reads and refused requests never draw on it)."""
+        if not self.budget.allow(player.token_sha256):
+            raise PlayError(f"the server is busy: at most {self.budget.limit} starts, turns and leaves a minute, "
+                            "shared fairly among players (play.server_per_minute, --server-per-minute); "
+                            "try again in a minute", status=429)
+
     def _check_open(self, live: Live) -> None:
+        if live.expired:
+            raise PlayError(expired_note(self.quota.idle_expire_s))
         if live.episode is not None or live.state.done:
             raise PlayError("this episode has ended")
 
@@ -342,7 +389,8 @@ class PlayHub:
         if head.case_id not in self.cases:
             raise PlayError(f"case {head.case_id!r} is not served here", status=404)
         state = await rebuild(self.bound, self.cases[head.case_id], read)
-        live = Live(head, state, [t.human_s for t in read.turns], [t.model_s for t in read.turns], requests=set(read.requests))
+        live = Live(head, state, [t.human_s for t in read.turns], [t.model_s for t in read.turns], requests=set(read.requests),
+                    expired=read.stop is not None and read.stop.expired)
         if head.key in self.store.done_keys():
             live.episode = next((e for e in self.store.rd.read_episodes() if e.key == head.key), None)
         elif head.seat == "user" and not state.done and not state.awaiting_user:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from emobench.play.journal import JournalHead
-from emobench.play.live import Live
+from emobench.play.live import Live, expired_note
 from emobench.play.session import PlayHub
 from emobench.records import EpisodeJudgement
 from emobench.rundir import read_records
@@ -68,7 +68,8 @@ def episode_view(hub: PlayHub, live: Live) -> dict[str, Any]:
         "turn": state.turn,
         "messages": messages,
         "done": live.episode is not None or state.done,
-        "error": live.error,
+        "error": expired_note(hub.quota.idle_expire_s) if live.expired else live.error,
+        "expired": live.expired,
         "your_turn": not state.done and (state.awaiting_user if hub.seat == "user" else True),
         # the card's opening has no reply yet (the model failed): Send asks again, with no message
         "retry_opening": hub.seat == "user" and not state.done and not state.awaiting_user,
