@@ -107,6 +107,8 @@ class PlayConfig(_Config):
     # Requests without a player's link (pages, joins, unknown links) of every address together, shared fairly per network
     anonymous_total_per_minute: int = Field(default=600, ge=1, lt=INT64)
     idle_expire_s: float = Field(default=900.0, gt=0, le=31_536_000)  # an unfinished episode nobody plays ends (as left)
+    # When the server is full, a start ends the longest-idle episode (idle this long) of the network holding the most
+    evict_idle_s: float = Field(default=120.0, gt=0, le=31_536_000)
 
 
 class RunConfig(_Config):

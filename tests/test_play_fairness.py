@@ -231,3 +231,34 @@ def test_two_addresses_with_five_handles_each_starve_no_honest_player_over_http(
         server.stop()
     print(f"\nover HTTP: honest served {codes.count(200)}/{len(codes)}, newcomers joined {joins.count(200)}/{len(joins)}")
     assert codes.count(200) >= 0.95 * len(codes) and joins == [200] * len(joins), (codes, joins)
+
+
+def test_a_full_server_ends_the_biggest_holders_longest_idle_episode_for_a_smaller_one(config: Path,
+                                                                                       tmp_path: Path) -> None:
+    """Open episodes shared max-min fairly among networks: a squatter on many addresses of one network
+    fills the server; a start from a network holding fewer ends the squatter's longest-idle episode."""
+    server = LocalPlay(config, "user", tmp_path / "run", open_total=10, open_per_address=2, handles_per_address=1,
+                       evict_idle_s=1.0)
+    try:
+        squatted = []
+        for a in range(5):  # 5 addresses x 2 = 10, but the last tenth is kept for networks holding none
+            address = f"127.5.0.{a + 1}"
+            token = server.join(f"squat{a}", source=address)
+            for _ in range(2):
+                status, view = server.call("POST", f"/api/p/{token}/episodes", {"case": CASE}, source=address)
+                if status == 200:
+                    squatted.append(view["id"])
+        first = server.join("honest1", source="127.9.0.1")
+        took_reserve = server.call("POST", f"/api/p/{first}/episodes", {"case": CASE}, source="127.9.0.1")[0]
+        time.sleep(1.5)  # the squatted episodes are idle past evict_idle_s
+        second = server.join("honest2", source="127.9.0.2")
+        status, view = server.call("POST", f"/api/p/{second}/episodes", {"case": CASE}, source="127.9.0.2")
+        squatter = server.join("squat9", source="127.5.0.9")
+        again = server.call("POST", f"/api/p/{squatter}/episodes", {"case": CASE}, source="127.5.0.9")
+        oldest = server.hub.live[squatted[0]]
+    finally:
+        server.stop()
+    assert len(squatted) == 9 and took_reserve == 200
+    assert status == 200, view  # room made: the squatter's network held 9, this one 1
+    assert oldest.state.done and oldest.state.stop_reason == "user_left"  # its first, longest idle, ended as left
+    assert again[0] == 429 and "open_total" in again[1]["error"]  # the biggest holder makes no room for itself

@@ -124,7 +124,7 @@ async def open_hub(config: RunConfig, seat: Seat, run_dir: Path, *, force: bool 
             say(f"repaired {note}")
         play = config.play
         quota = Quota(play.open_per_player, play.open_total, play.handles_per_address, play.open_per_address,
-                      play.idle_expire_s)
+                      play.idle_expire_s, play.evict_idle_s)
         hub = PlayHub(store, Bound(world, subjects, prompts, config.limits(), provenance), seat, cases, config.seeds[0], quota,
                       FairShare(play.server_per_minute))
         yield hub, make_app(hub, Guard(play, store))
@@ -181,7 +181,7 @@ def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: float | None)
 
     names = ("open_per_player", "open_total", "player_per_minute", "server_per_minute", "anonymous_per_minute",
              "handles_per_address", "open_per_address", "connections_per_address", "max_connections",
-             "anonymous_total_per_minute", "idle_expire_s")
+             "anonymous_total_per_minute", "idle_expire_s", "evict_idle_s")
     changes: dict[str, Any] = {name: value for name, value in zip(names, limits, strict=True) if value is not None}
     if origins:
         changes["allowed_origins"] = [*cfg.play.allowed_origins, *origins]
@@ -231,6 +231,9 @@ def play(
         help="Requests per minute without a player's link from all addresses, shared fairly per network (default 600).")] = None,
     idle_expire_s: Annotated[float | None, typer.Option(
         help="Seconds without a turn after which an unfinished episode ends as left (default 900).")] = None,
+    evict_idle_s: Annotated[float | None, typer.Option(
+        help="When the server is full, a start ends the longest-idle episode, idle this long, of the network holding "
+             "the most (default 120).")] = None,
 ) -> None:
     """Serve a page where people play the user or the supporter; episodes go to a normal run directory."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -242,7 +245,7 @@ def play(
         cfg, flags = load_run_config(config, None, flag_overrides(subject, user, judge, split, None, max_turns, min_turns, limit))
         cfg = _with_play(cfg, allow_origin, open_per_player, open_total, player_per_minute, server_per_minute,
                          anonymous_per_minute, handles_per_address, open_per_address, connections_per_address,
-                         max_connections, anonymous_total_per_minute, idle_expire_s)
+                         max_connections, anonymous_total_per_minute, idle_expire_s, evict_idle_s)
         seat: Seat = "user" if mode == "user" else "subject"
 
         def announce(url: str) -> None:

@@ -142,6 +142,7 @@ class Addresses:
     def __init__(self) -> None:
         self._players: dict[str, set[str]] = {}  # address -> token hashes
         self._episodes: dict[str, set[str]] = {}  # address, and party(address) -> episode ids
+        self._networks: dict[str, str] = {}  # episode id -> party(address) it was started from
 
     def joined(self, address: str, token_sha256: str) -> None:
         self._players.setdefault(address, set()).add(token_sha256)
@@ -149,6 +150,16 @@ class Addresses:
     def started(self, address: str, episode_id: str) -> None:
         self._episodes.setdefault(address, set()).add(episode_id)
         self._episodes.setdefault(party(address), set()).add(episode_id)
+        self._networks[episode_id] = party(address)
+
+    def holders(self, unfinished: list[str]) -> dict[str, list[str]]:
+        """The unfinished episodes per network; those started before this server's start (addresses are
+        not kept) under "", as one party."""
+        self._networks = {e: n for e, n in self._networks.items() if e in set(unfinished)}
+        held: dict[str, list[str]] = {}
+        for episode_id in unfinished:
+            held.setdefault(self._networks.get(episode_id, ""), []).append(episode_id)
+        return held
 
     def handles(self, address: str, alive: Callable[[str], bool]) -> int:
         """Handles of this address that still exist (a player whose last episode was deleted is gone)."""
@@ -173,10 +184,25 @@ class Quota:
     handles_per_address: int = 5
     open_per_address: int = 10
     idle_expire_s: float = 900.0
+    evict_idle_s: float = 120.0
 
     @property
     def reserve(self) -> int:
         return self.open_total // 10
+
+    def victim(self, addresses: Addresses, store: PlayStore, address: str) -> str | None:
+        """When the server is full for a start from `address`: the longest-idle episode (idle at least
+        evict_idle_s) of the network holding the most unfinished episodes, if it holds more than this
+        one's; its end makes room. So the open episodes are shared max-min fairly among networks."""
+        held = addresses.holders([e for e in store.heads if store.unfinished(e) and e not in store.deleted])
+        mine = len(held.get(party(address), []))
+        most = max(held, key=lambda network: len(held[network]), default=None)
+        if most is None or len(held[most]) <= mine + 1:
+            return None
+        idle = {e: time.time() - store.journal_path(e).stat().st_mtime for e in held[most]
+                if store.journal_path(e).exists()}
+        oldest = max(idle, key=idle.__getitem__, default=None)
+        return oldest if oldest is not None and idle[oldest] >= self.evict_idle_s else None
 
     def admit_join(self, addresses: Addresses, store: PlayStore, address: str) -> None:
         if addresses.handles(address, store.has_player) >= self.handles_per_address:
@@ -192,8 +218,12 @@ class Quota:
                             "(play.open_per_address, --open-per-address); finish, leave or delete one first", status=429)
         held = store.open_episodes()
         if held >= self.open_total:
-            raise PlayError(f"the server holds {self.open_total} unfinished episodes, its limit "
-                            "(play.open_total, --open-total); try again later", status=429)
+            raise ServerFull(f"the server holds {self.open_total} unfinished episodes, its limit "
+                             "(play.open_total, --open-total); try again later", status=429)
         if held >= self.open_total - self.reserve and addresses.open(party(address), store.unfinished):
-            raise PlayError(f"the server's last {self.reserve} unfinished episodes are kept for networks holding none "
-                            "(play.open_total, --open-total); finish, leave or delete one first", status=429)
+            raise ServerFull(f"the server's last {self.reserve} unfinished episodes are kept for networks holding none "
+                             "(play.open_total, --open-total); finish, leave or delete one first", status=429)
+
+
+class ServerFull(PlayError):
+    """A start refused because the server holds all the unfinished episodes it may (not this party's own limit)."""

@@ -24,7 +24,7 @@ from emobench.episode.roles import WorldRoles
 from emobench.episode.stepper import EpisodeState, now, subject_conversation
 from emobench.play import journal
 from emobench.play.journal import JournalHead, JournalResume, JournalStop, JournalTurn
-from emobench.play.limits import Addresses, FairShare, Quota
+from emobench.play.limits import Addresses, FairShare, Quota, ServerFull
 from emobench.play.live import MAX_MESSAGE, MODEL_FAULTS, RETRY, Live, expired_note, model_fault
 from emobench.play.rebuild import Bound, fork, human_reply, open_state, rebuild
 from emobench.play.store import Deleted, Player, PlayError, PlayStore, token_hash
@@ -92,7 +92,14 @@ class PlayHub:
                 raise PlayError(f"no subject {label!r} here")
         else:
             label = player.name
-        self.quota.admit_start(self.addresses, self.store, player.token_sha256, address)
+        while True:
+            try:
+                self.quota.admit_start(self.addresses, self.store, player.token_sha256, address)
+                break
+            except ServerFull:  # room is made by ending the biggest holder's longest-idle episodes, if it has any
+                victim = self.quota.victim(self.addresses, self.store, address)
+                if victim is None or not await self.expire(victim, self.quota.evict_idle_s):
+                    raise
         self.spend(player)
         seed = self.store.free_seed(label, case.id, self.base_seed)
         head = JournalHead(
