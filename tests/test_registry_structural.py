@@ -38,3 +38,39 @@ def test_a_current_memory_dated_before_the_death_may_tell_her_alive(lib: Path) -
         text="Rowan rings every Sunday to ask about the keys.", year=2024))
     result = CliRunner().invoke(app, ["validate", str(lib)])
     assert result.exit_code == 0, result.output
+
+
+EVAL = ("subjects: [{binding: 'openai:m@http://127.0.0.1:9/v1', label: policy}]\n"
+        "user: {binding: 'openai:m@http://127.0.0.1:9/v1'}\n"
+        "judges: [{binding: 'openai:m@http://127.0.0.1:9/v1'}]\nmax_turns: 2\n")
+
+
+def test_an_agent_loop_is_followed_to_the_config_it_names(lib: Path) -> None:
+    # an evaluation config (no reward section, not train*.yaml) is the checks' to read once a
+    # training entry point names it
+    (lib / "configs/verl").mkdir(parents=True)
+    (lib / "configs/verl/eval_env.yaml").write_text(EVAL + "split: test\n")
+    (lib / "configs/verl/agent_loops.yaml").write_text(
+        "- name: emobench\n  config: configs/verl/eval_env.yaml\n")
+    line = one_validate_error(lib, "configs/verl/eval_env.yaml", "split")
+    assert "'test'" in line and "configs/verl/agent_loops.yaml" in line
+
+
+def test_a_training_command_in_the_docs_is_followed_to_its_config(lib: Path) -> None:
+    (lib / "configs").mkdir()
+    (lib / "docs").mkdir()
+    (lib / "configs/held.yaml").write_text(EVAL)  # no split: a run config's default is test
+    (lib / "docs/train.md").write_text(
+        "# Training\n\n    python -m emobench.env.verl_data --config configs/held.yaml --out data/x\n")
+    line = one_validate_error(lib, "configs/held.yaml", "split")
+    assert "missing" in line and "docs/train.md line 3" in line
+
+
+def test_an_evaluation_command_may_name_an_evaluation_config(lib: Path) -> None:
+    (lib / "configs").mkdir()
+    (lib / "docs").mkdir()
+    (lib / "configs/held.yaml").write_text(EVAL + "split: test\n")
+    (lib / "docs/train.md").write_text(
+        "# Training\n\nThen score the checkpoint:\n\n    emobench run --config configs/held.yaml\n")
+    result = CliRunner().invoke(app, ["validate", str(lib)])
+    assert result.exit_code == 0, result.output
