@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from emobench.errors import InputError
-from tests.library_attack_kit import Language, Plant, _copy, append_text, caught, edit_yaml, problems_of
+from tests.library_attack_kit import Language, Plant, Reader, _copy, append_text, edit_yaml, found, problems_of, reader_of
 
 HELDOUT = Path(__file__).parent / "data" / "heldout_paraphrases.yaml"
 
@@ -77,7 +77,7 @@ def apply(root: Path, edit: Edit) -> None:
 Check = Callable[[Path], list[InputError]]
 
 
-def measure(held: HeldOut, work: Path, check: Check = problems_of
+def measure(held: HeldOut, work: Path, reader: Reader | None = None, check: Check = problems_of
             ) -> tuple[dict[tuple[str, str], tuple[int, int]], list[str], list[str]]:
     """Per (class, language): (caught, total); the faulty entries that passed; the legitimate
     ones refused, each with its first problem."""
@@ -89,14 +89,14 @@ def measure(held: HeldOut, work: Path, check: Check = problems_of
         apply(root, fault)
         key = (fault.fault_class, fault.lang)
         totals[key] += 1
-        if caught(root, fault.plant(), check(root)):
+        if found(root, fault.plant(), check(root), reader(root) if reader else []):
             hits[key] += 1
         else:
             missed.append(f"{fault.fault_class} ({fault.lang}): {fault.text!r}")
     for legit in held.legitimate:
         root = _copy(legit.lang, work)
         apply(root, legit)
-        if problems := check(root):
+        if problems := [*check(root), *(reader(root) if reader else [])]:
             refused.append(f"{legit.name}: {problems[0]}")
     return {key: (hits[key], totals[key]) for key in totals}, missed, refused
 
@@ -113,10 +113,11 @@ def table(rates: dict[tuple[str, str], tuple[int, int]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.library_heldout", description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+    parser.add_argument("--reader", metavar="BINDING", help="count a reader's findings too (validate --reader)")
+    args = parser.parse_args(argv)
     held = load()
     with tempfile.TemporaryDirectory() as work:
-        rates, missed, refused = measure(held, Path(work))
+        rates, missed, refused = measure(held, Path(work), reader_of(args.reader) if args.reader else None)
     print(table(rates))
     print(f"\nlegitimate edits refused: {len(refused)} of {len(held.legitimate)}")
     for line in [*refused, *(f"passed: {m}" for m in missed)]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from typer.testing import CliRunner
 from emobench.registry.cli import app
 from emobench.registry.loader import display_path
 from tests.fake_openai import FakeOpenAIServer, FakeState
+from tests.library_attack_kit import reader_of
+from tests.library_heldout import Fault, HeldOut, Legitimate, measure
 from tests.test_registry_heldout_faults import WORKSHOP
 from tests.test_registry_heldout_faults import lib as lib  # the fixture
 
@@ -104,3 +107,35 @@ def test_a_binding_that_cannot_read_is_refused_in_one_line(lib: Path, binding: s
     result = runner.invoke(app, ["validate", str(lib), "--reader", binding])
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().startswith("error: --reader: binding: ") and says in result.stderr
+
+
+def test_a_copy_of_the_library_elsewhere_reads_from_the_cache(lib: Path, tmp_path: Path) -> None:
+    with FakeOpenAIServer(FakeState(responder=finds_rowan)) as server:
+        _validate(lib, server)
+        calls = len(server.state.requests)
+        copy = tmp_path / "copy"
+        shutil.copytree(lib, copy)
+        result = _validate(copy, server)
+    assert len(server.state.requests) == calls
+    assert f"error: {display_path(copy / WORKSHOP)}: stages[2]: the reader: " in result.stderr
+
+
+POPPED = "She says Rowan popped in on Tuesday with sandwiches."
+
+
+def finds_popped(body: dict[str, Any]) -> str:
+    user = body["messages"][-1]["content"]
+    found = re.search(r"^\[(\S+) \| (\S+)\] [^\n]*popped in", user, re.M)
+    return json.dumps({"findings": [{"file": found.group(1), "field": found.group(2), "quote": "popped in",
+                                     "contradicts": "facts.relatives: Rowan died 2020"}] if found else []})
+
+
+def test_the_held_out_set_counts_a_readers_finding_at_the_planted_field(tmp_path: Path) -> None:
+    held = HeldOut(faulty=[Fault(fault_class="contact with the dead", lang="en", file=WORKSHOP, field="stages[1]",
+                                 text=POPPED, expect=("is dead",))],
+                   legitimate=[Legitimate(name="a living brother", lang="en", file=WORKSHOP, field="stages[1]",
+                                          text="She says Tobin rang last night.")])
+    assert measure(held, tmp_path)[0] == {("contact with the dead", "en"): (0, 1)}  # the rules miss it
+    with FakeOpenAIServer(FakeState(responder=finds_popped)) as server:
+        rates, missed, refused = measure(held, tmp_path, reader_of(f"openai:reader@{server.base_url}"))
+    assert rates == {("contact with the dead", "en"): (1, 1)} and not missed and not refused

@@ -75,8 +75,11 @@ class Finding(BaseModel):
     quote: str = Field(min_length=1)
     contradicts: str = Field(min_length=1)
 
-    def problem(self) -> InputError:
-        return InputError(self.file, self.field, f"the reader: {self.quote!r} contradicts {self.contradicts}")
+    def problem(self, root: Path) -> InputError:
+        """The finding as a problem naming the file as the rules name it (it was read relative
+        to the library root)."""
+        return InputError(display_path(root / self.file), self.field,
+                          f"the reader: {self.quote!r} contradicts {self.contradicts}")
 
 
 class _Answer(BaseModel):
@@ -95,23 +98,30 @@ class Reading:
     key: str
 
 
+def _within(reg: Registry, file: str | Path) -> str:
+    """A card's path relative to the library root, as the reader sees it: a copy of the library
+    elsewhere reads the same, and so hits the same cache entries."""
+    return Path(file).resolve().relative_to(reg.root.resolve()).as_posix()
+
+
 def readings(reg: Registry, template: PromptTemplate, binding: str) -> list[Reading]:
     """One reading per case of the edition, each with its cache key."""
     out = []
     for case in reg.edition_cases():
-        fields = [*case_fields(reg, case), *persona_fields(reg, case.persona), *scenario_fields(reg, case.scenario)]
+        fields = [ProseField(_within(reg, f.file), f.field, f.text, f.memory, f.since) for f in
+                  [*case_fields(reg, case), *persona_fields(reg, case.persona), *scenario_fields(reg, case.scenario)]]
         context = {
             "present_year": reg.info.present_year, "persona": case.persona, "scenario": case.scenario,
-            "persona_file": display_path(reg.current.personas[case.persona.id][0]),
-            "scenario_file": display_path(reg.current.scenarios[case.scenario.id][0]),
+            "persona_file": _within(reg, reg.current.personas[case.persona.id][0]),
+            "scenario_file": _within(reg, reg.current.scenarios[case.scenario.id][0]),
             "hidden_need": case.case_need,
             "fields": [{"file": f.file, "field": f.field, "text": f.text, "year": f.since if f.memory else None}
                        for f in fields],
         }
         messages = [{"role": "system", "content": template.block("system", **context)},
                     {"role": "user", "content": template.block("user", **context)}]
-        # The messages name each field's file as shown, so a library read from two places is
-        # read twice; the case hash alone would hand one place the other's file names.
+        # The case hash folds in both cards; the messages add what else the reader is shown
+        # (the present year, the file names), and the template and binding who reads it.
         key = sha256_hex({"case": case.content_hash, "template": template.ref, "binding": binding,
                           "messages": messages})
         out.append(Reading(case, fields, messages, key))
@@ -190,7 +200,8 @@ async def read_library(reg: Registry, binding: str, cache: ReaderCache | None = 
     seen: dict[str, InputError] = {}
     for reading in todo:
         for finding in cache.get(reading.key) or []:
-            seen.setdefault(str(finding.problem()), finding.problem())  # a scenario is read once per player
+            problem = finding.problem(reg.root)
+            seen.setdefault(str(problem), problem)  # a scenario is read once per player
     return list(seen.values())
 
 
