@@ -32,6 +32,7 @@ import yaml
 from emobench.errors import InputError
 from emobench.registry.checks.engine import check_library
 from emobench.registry.loader import display_path, load_registry
+from emobench.registry.reader import read
 
 Language = Literal["en", "zh"]
 DATA = Path(__file__).parent / "data"
@@ -104,7 +105,27 @@ def _copy(language: Language, into: Path) -> Path:
     return root
 
 
-def measure(fault: FaultClass, rng: random.Random, work: Path) -> Rate:
+Reader = Callable[[Path], list[InputError]]
+
+
+def reader_of(binding: str) -> Reader:
+    """`validate --reader BINDING`'s findings on a library (none where it does not load: the
+    rules report that)."""
+    def findings(root: Path) -> list[InputError]:
+        try:
+            reg = load_registry(root)
+        except InputError:
+            return []
+        return read(reg, binding)
+    return findings
+
+
+def found(root: Path, plant: Plant, problems: Sequence[InputError], findings: Sequence[InputError]) -> bool:
+    """Caught by a rule (in the words it says), or by a reader's finding at the same file and field."""
+    return caught(root, plant, problems) or caught(root, dataclasses.replace(plant, expect=()), findings)
+
+
+def measure(fault: FaultClass, rng: random.Random, work: Path, reader: Reader | None = None) -> Rate:
     """Plant every variant of one class (together when it batches) and count the catches."""
     plants = fault.variants(rng)
     hits: list[bool] = []
@@ -112,13 +133,13 @@ def measure(fault: FaultClass, rng: random.Random, work: Path) -> Rate:
         root = _copy(fault.language, work)
         for plant in plants:
             fault.plant(root, plant)
-        problems = fault.check(root)
-        hits = [caught(root, plant, problems) for plant in plants]
+        problems, findings = fault.check(root), reader(root) if reader else []
+        hits = [found(root, plant, problems, findings) for plant in plants]
     else:
         for plant in plants:
             root = _copy(fault.language, work)
             fault.plant(root, plant)
-            hits.append(caught(root, plant, fault.check(root)))
+            hits.append(found(root, plant, fault.check(root), reader(root) if reader else []))
     missed = tuple(p.label for p, hit in zip(plants, hits, strict=True) if not hit)
     return Rate(fault.name, fault.language, sum(hits), len(plants), missed)
 
@@ -137,9 +158,9 @@ def all_classes() -> list[FaultClass]:
     return found
 
 
-def run_kit(classes: Sequence[FaultClass], seed: int, work: Path) -> list[Rate]:
+def run_kit(classes: Sequence[FaultClass], seed: int, work: Path, reader: Reader | None = None) -> list[Rate]:
     rng = random.Random(seed)
-    return [measure(fault, random.Random(rng.random()), work) for fault in classes]
+    return [measure(fault, random.Random(rng.random()), work, reader) for fault in classes]
 
 
 def table(rates: Sequence[Rate]) -> str:
@@ -198,9 +219,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--misses", action="store_true", help="list the variants that passed")
     parser.add_argument("--write-readme", action="store_true", help="put the table in scenarios/README.md")
+    parser.add_argument("--reader", metavar="BINDING", help="count a reader's findings too (validate --reader)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
-        rates = run_kit(all_classes(), args.seed, Path(work))
+        rates = run_kit(all_classes(), args.seed, Path(work), reader_of(args.reader) if args.reader else None)
     print(table(rates))
     if args.write_readme:
         text = README.read_text(encoding="utf-8")

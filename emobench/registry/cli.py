@@ -162,12 +162,19 @@ def _edition_of(root: Path) -> int | None:
 def validate(
     path: Annotated[Path | None, typer.Argument(help="Library root, or one card file.")] = None,
     root: RootOpt = DEFAULT_ROOT,
+    reader: Annotated[str | None, typer.Option(
+        "--reader", metavar="BINDING",
+        help="Also have a model read each case's prose against its facts and needs (a call per "
+             "case not in the cache; never run by default). See scenarios/README.md.")] = None,
 ) -> None:
     """Validate the whole library (or one card) against its authoring rules and print a summary.
 
-    Every broken rule is one line naming file and field, on stderr; any problem exits 2.
+    Every broken rule, and every finding of a --reader, is one line naming file and field, on
+    stderr; any problem exits 2.
     """
     target = path or root
+    if reader is not None and target.is_file() and target.parent.name != "splits":
+        raise InputError("--reader", "binding", "reads a library's cases, not one card: give the library root")
     if target.is_file():
         # personas/zh/x.yaml is a persona card like personas/x.yaml
         kind = target.parents[1].name if target.parent.name in OTHER_LANGUAGES else target.parent.name
@@ -185,6 +192,10 @@ def validate(
         target = target.parents[2]
     reg = load_registry(target)
     problems = check_library(reg)
+    if reader is not None:
+        from emobench.registry.reader import read  # the endpoints' stack only when asked for
+
+        problems += read(reg, reader)
     for problem in problems:
         typer.echo(f"error: {problem}", err=True)
     if note := skipped(reg):

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from emobench.errors import InputError
-from emobench.registry.checks.structure import CURRENT_YEARS
 from emobench.registry.loader import Registry, display_path
 from emobench.registry.models import Case, Memory, Persona, Scenario
 
@@ -22,7 +21,7 @@ class Field:
     field: str
     text: str
     memory: bool = False
-    since: int | None = None  # a memory: the earliest year it can be set in (its year; a current one, two years ago)
+    since: int | None = None  # a memory: the year it is set in (its year; an undated current one, the present)
 
 
 def scenario_fields(reg: Registry, scenario: Scenario) -> list[Field]:
@@ -34,9 +33,12 @@ def scenario_fields(reg: Registry, scenario: Scenario) -> list[Field]:
 
 
 def _since(reg: Registry, memory: Memory) -> int | None:
+    # An undated current memory is now: reading it as the earliest year 'current' allows (two
+    # years back) let anyone dead since then ring "every Sunday" in it. A memory set before a
+    # recent death gives its year.
     if memory.year is not None:
         return memory.year
-    return reg.info.present_year - CURRENT_YEARS if memory.period == "current" else None
+    return reg.info.present_year if memory.period == "current" else None
 
 
 def persona_fields(reg: Registry, persona: Persona) -> list[Field]:

@@ -1,7 +1,7 @@
 """Text addressed to the models inside a card: the simulated user and the judges read card
 text as data, so a card may not speak to them (patterns in injection.yaml), nor hide text
 from the checks with invisible characters or letters of another script that imitate ASCII.
-The patterns match the folded text (emobench/registry/checks/normalise.py)."""
+The patterns match the folded text, accents off (emobench/registry/checks/normalise.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 from emobench.errors import InputError
-from emobench.registry.checks.normalise import fold, unseen
+from emobench.registry.checks.normalise import fold, plain, unseen
 from emobench.registry.checks.word_files import HERE, first_match, patterns, word_lists
 from emobench.registry.loader import Registry, display_path
 
@@ -26,8 +26,8 @@ def _traditional() -> dict[int, str]:
 
 
 def addressed_to_models(text: str) -> str | None:
-    """The words by which a text speaks to the models (as folded), or None."""
-    return first_match(fold(text).translate(_traditional()), patterns(INJECTION, "patterns"))
+    """The words by which a text speaks to the models (as folded, accents off), or None."""
+    return first_match(plain(text).translate(_traditional()), patterns(INJECTION, "patterns"))
 
 
 def disguised(text: str) -> str | None:

@@ -3,7 +3,9 @@ folded to the ASCII letters they imitate (Unicode's confusables table, as the
 confusable-homoglyphs package ships it), so a rule cannot be passed by a Cyrillic `о`, a
 zero-width space or a full-width `＜system＞`.
 
-`fold` is for matching only; cards are stored, hashed and shown to the models as written.
+`plain` also takes accents off letters of the alphabets, for the injection rules, which read
+intent rather than spelling. Both are for matching only; cards are stored, hashed and shown to
+the models as written.
 `unseen` names what a card may not hold at all: control characters, and the invisible ones
 (zero-width spaces and joiners, bidirectional overrides) that make a text read as something
 other than what it says.
@@ -62,6 +64,25 @@ def fold(text: str) -> str:
         return text
     # folded before NFKC too, which turns some look-alikes (lunate Ϲ) into letters that are not
     return unicodedata.normalize("NFKC", text.translate(_folds())).translate(_folds())
+
+
+def _native(char: str) -> bool:
+    return unicodedata.name(char, "").startswith(_NATIVE)
+
+
+def plain(text: str) -> str:
+    """The folded text with the accents taken off letters of the alphabets (Ìgnörè reads
+    Ignore), for rules that read intent, not spelling. A mark on a native script's letter stays:
+    NFKD splits が into か and its voicing mark, and Hangul into jamo, which NFC joins back."""
+    text = fold(text)
+    if text.isascii():
+        return text
+    out: list[str] = []
+    for char in unicodedata.normalize("NFKD", text):
+        if unicodedata.combining(char) and out and not _native(out[-1]):
+            continue
+        out.append(char)
+    return unicodedata.normalize("NFC", "".join(out))
 
 
 def unseen(text: str) -> str | None:

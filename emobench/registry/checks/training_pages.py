@@ -1,8 +1,9 @@
 """The library's training configs and training pages train on no test split and no test case.
 
 Where the library ships beside them (the repository itself): every training config under
-configs/ (a config with a `reward:` section, a train*.yaml, and verl's agent-loop entries'
-`overrides`) names its split, since a run config's default split is test, and names no test
+configs/ (a config with a `reward:` section, a train*.yaml, verl's agent-loop entries'
+`overrides`, and any config a training entry point names: an agent-loop entry's `config`, a
+training page's `--config`) names its split, since a run config's default split is test, and names no test
 split nor test case; every docs page about training (train*.md, or one that mentions
 emobench.env, verl, GRPO or train_example) names no test case and passes no test split to a training command. The entry
 points refuse the same at run time (emobench/env/held_out.py).
@@ -28,6 +29,8 @@ _TRAINING_PAGE = re.compile(r"emobench\.env\b|\bverl\b|train_example|\bGRPO\b|\b
 # A split given on a line: --split test, split=test, split: 'test-zh', "split": "test"
 _SPLIT = re.compile(r"""(?:--split[=\s]+|\bsplit["']?\s*[:=]\s*)["']?([a-z]+(?:-[a-z0-9]+)?)\b""")
 _EVALUATION = re.compile(r"\bemobench\s+(?:run|gate|score|report|publish|judge|scenarios)\b")
+# A config a command or a call trains on: --config configs/x.yaml, load_training_config(Path("x.yaml"))
+_NAMED_CONFIG = re.compile(r"""(?:--config[=\s]+|load_training_config\(\s*Path\(\s*)["']?([\w./-]+\.ya?ml)\b""")
 
 
 def is_test_split(name: str) -> bool:
@@ -37,14 +40,43 @@ def is_test_split(name: str) -> bool:
 
 def check_training(reg: Registry) -> Iterator[InputError]:
     test_ids = {case.id for split in reg.edition_splits if is_test_split(split) for case in reg.cases(split)}
-    configs = reg.root / "configs"
-    if configs.is_dir():
-        for path in sorted(configs.rglob("*.yaml")):
-            yield from _config(path, test_ids)
-    docs = reg.root / "docs"
-    if docs.is_dir():
-        for page in sorted(docs.rglob("*.md")):
-            yield from _page(page, test_ids)
+    configs, docs = reg.root / "configs", reg.root / "docs"
+    pages = sorted(docs.rglob("*.md")) if docs.is_dir() else []
+    # A config is a training one by what names it, not only by its name or a reward section:
+    # an entry point may train on a config written for evaluation.
+    named = _entry_points(reg.root, sorted(configs.rglob("*.yaml")) if configs.is_dir() else [], pages)
+    for path in sorted(configs.rglob("*.yaml")) if configs.is_dir() else []:
+        yield from _config(path, test_ids, named.pop(path.resolve(), None))
+    for path, by in sorted(named.items()):
+        yield from _config(path, test_ids, by)
+    for page in pages:
+        yield from _page(page, test_ids)
+
+
+def _entry_points(root: Path, configs: list[Path], pages: list[Path]) -> dict[Path, str]:
+    """Each config in the library that a training entry point names, and where it is named."""
+    named: dict[Path, str] = {}
+
+    def add(name: str, where: str) -> None:
+        path = (root / name).resolve()
+        if path.is_file() and path.is_relative_to(root.resolve()):
+            named.setdefault(path, where)
+
+    for path in configs:
+        data = _load(path)
+        for i, entry in enumerate(data if isinstance(data, list) else []):
+            overrides = entry.get("overrides") if isinstance(entry, dict) else None
+            if isinstance(entry, dict) and isinstance(entry.get("config"), str) and not (
+                    isinstance(overrides, dict) and "split" in overrides):
+                add(entry["config"], f"{display_path(path)} [{i}].config")
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        if page.stem.startswith("train") or _TRAINING_PAGE.search(text):
+            for number, line in enumerate(text.splitlines(), 1):
+                if not _EVALUATION.search(line):
+                    for name in _NAMED_CONFIG.findall(line):
+                        add(name, f"{display_path(page)} line {number}")
+    return named
 
 
 def _load(path: Path) -> Any:
@@ -54,25 +86,28 @@ def _load(path: Path) -> Any:
         return None  # not a config this check can read; loading it for a run reports why
 
 
-def _config(path: Path, test_ids: set[str]) -> Iterator[InputError]:
+def _config(path: Path, test_ids: set[str], named_by: str | None = None) -> Iterator[InputError]:
     data, shown = _load(path), display_path(path)
+    by = f" ({named_by} trains on it)" if named_by else ""
     if isinstance(data, list):  # verl's agent-loop entries: each may override the config's keys
         for i, entry in enumerate(data):
             overrides = entry.get("overrides") if isinstance(entry, dict) else None
             if isinstance(overrides, dict):
                 yield from _names(overrides, shown, test_ids, f"[{i}].overrides.")
         return
-    if not isinstance(data, dict) or not ("reward" in data or path.name.startswith("train")):
+    if not isinstance(data, dict) or not ("reward" in data or path.name.startswith("train") or named_by):
         return
     if "split" not in data and not data.get("cases") and not data.get("local_split"):
-        yield InputError(shown, "split", f"missing: a run config's default split is test; {_ADVICE}")
-    yield from _names(data, shown, test_ids)
+        yield InputError(shown, "split", f"missing{by}: a run config's default split is test; {_ADVICE}")
+    yield from _names(data, shown, test_ids, by=by)
 
 
-def _names(data: dict[str, Any], shown: str, test_ids: set[str], prefix: str = "") -> Iterator[InputError]:
+def _names(data: dict[str, Any], shown: str, test_ids: set[str], prefix: str = "",
+           by: str = "") -> Iterator[InputError]:
     split = data.get("split")
     if isinstance(split, str) and is_test_split(split):
-        yield InputError(shown, f"{prefix}split", f"trains on the held-out test split {split!r}: train on dev or demo")
+        yield InputError(shown, f"{prefix}split", f"trains on the held-out test split {split!r}{by}: "
+                         "train on dev or demo")
     cases = data.get("cases")
     for i, case_id in enumerate(cases if isinstance(cases, list) else []):
         if case_id in test_ids:
