@@ -104,6 +104,8 @@ class PlayConfig(_Config):
     header_timeout_s: float = Field(default=10.0, gt=0, le=3600)  # to send a request's headers
     body_timeout_s: float = Field(default=10.0, gt=0, le=3600)  # to send a request's body
     allowed_origins: list[Annotated[str, Field(pattern=r"^https?://[^/\s]+$")]] = Field(default_factory=list)
+    # for a response to leave the server's buffers: a client that reads nothing is closed after it
+    write_timeout_s: float = Field(default=10.0, gt=0, le=3600)
 
 
 class RunConfig(_Config):

@@ -171,14 +171,14 @@ async def serve(
             catching_up.cancel()
 
 
-def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: int | None) -> RunConfig:
+def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: float | None) -> RunConfig:
     """The config with the command line's play options over its `play:` section."""
     from pydantic import ValidationError
 
     from emobench.config import PlayConfig
 
     names = ("open_per_player", "open_total", "player_per_minute", "server_per_minute", "anonymous_per_minute",
-             "handles_per_address", "open_per_address", "connections_per_address", "max_connections")
+             "handles_per_address", "open_per_address", "connections_per_address", "max_connections", "write_timeout_s")
     changes: dict[str, Any] = {name: value for name, value in zip(names, limits, strict=True) if value is not None}
     if origins:
         changes["allowed_origins"] = [*cfg.play.allowed_origins, *origins]
@@ -187,7 +187,7 @@ def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: int | None) -
     except ValidationError as exc:
         err = exc.errors()[0]
         name = str(err["loc"][0])
-        flag = "--allow-origin" if name == "allowed_origins" else "--" + name.replace("_", "-")
+        flag = "--allow-origin" if name == "allowed_origins" else "--" + name.removesuffix("_s").replace("_", "-")
         raise InputError(flag, "", f"{err['msg']} (got {err.get('input')!r})") from None
     return cfg.model_copy(update={"play": play})
 
@@ -224,6 +224,8 @@ def play(
         help="Open connections of one client address (default 64).")] = None,
     max_connections: Annotated[int | None, typer.Option(
         help="Open connections in all (default 1000; at most the open-file limit less 256).")] = None,
+    write_timeout: Annotated[float | None, typer.Option(
+        help="Seconds a response may wait for its client to read it before the connection is closed (default 10).")] = None,
 ) -> None:
     """Serve a page where people play the user or the supporter; episodes go to a normal run directory."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -235,7 +237,7 @@ def play(
         cfg, flags = load_run_config(config, None, flag_overrides(subject, user, judge, split, None, max_turns, min_turns, limit))
         cfg = _with_play(cfg, allow_origin, open_per_player, open_total, player_per_minute, server_per_minute,
                          anonymous_per_minute, handles_per_address, open_per_address, connections_per_address,
-                         max_connections)
+                         max_connections, write_timeout)
         seat: Seat = "user" if mode == "user" else "subject"
 
         def announce(url: str) -> None:

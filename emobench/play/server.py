@@ -26,9 +26,13 @@ TEMPLATES, STATIC = HERE / "templates", HERE / "static"
 UI = TEMPLATES / "ui"  # the page's words per language: ui/en.yaml, ui/zh.yaml
 ASSETS = [TEMPLATES / "start.html.j2", TEMPLATES / "player.html.j2", STATIC / "play.js", STATIC / "play.css",
           UI / "en.yaml", UI / "zh.yaml"]
+# The static files, read once: a response from memory holds no file descriptor while its client
+# reads slowly (aiohttp's FileResponse keeps the file open for as long as that takes)
+TYPES = {".js": "text/javascript", ".css": "text/css"}
 HUB = web.AppKey("hub", PlayHub)
 PAGES = web.AppKey("pages", jinja2.Environment)
 WORDS = web.AppKey("words", dict)
+FILES = web.AppKey("files", dict)
 
 
 def ui_words(language: str) -> dict[str, Any]:
@@ -56,6 +60,18 @@ def _meter(data: dict[str, Any]) -> int | None:
 def _page(request: web.Request, name: str, **context: Any) -> web.Response:
     html = request.app[PAGES].get_template(name).render(seat=request.app[HUB].seat, ui=request.app[WORDS], **context)
     return web.Response(text=html, content_type="text/html")
+
+
+def static_files() -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(STATIC.iterdir()) if path.suffix in TYPES}
+
+
+async def static(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    body = request.app[FILES].get(name)
+    if body is None:
+        raise web.HTTPNotFound()
+    return web.Response(body=body, content_type=TYPES[Path(name).suffix], charset="utf-8")
 
 
 async def start_page(request: web.Request) -> web.Response:
@@ -128,6 +144,7 @@ def make_app(hub: PlayHub, guard: Guard) -> web.Application:
     app = web.Application(client_max_size=MAX_REQUEST, middlewares=[guard.middleware])
     app[HUB] = hub
     app[GUARD] = guard
+    app[FILES] = static_files()
     app[WORDS] = ui_words(cases_language(hub.cases.values()))  # a Chinese run's page speaks Chinese
     app[PAGES] = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
@@ -143,7 +160,7 @@ def make_app(hub: PlayHub, guard: Guard) -> web.Application:
         web.post(episode_path + "/turn", turn),
         web.post(episode_path + "/leave", leave),
         web.delete(episode_path, delete),
-        web.static("/static", STATIC),
+        web.get("/static/{name}", static),
     ])
 
     async def settle(_: web.Application) -> None:

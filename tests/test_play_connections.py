@@ -1,0 +1,113 @@
+"""`emobench play`'s connections under readers that never read (issue 53, item 3): a real server
+process under a small open-file limit, several hundred sockets from several loopback addresses
+that pipeline static GETs with a 4 KiB receive buffer, and a player who plays meanwhile."""
+
+from __future__ import annotations
+
+import resource
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+from tests.conftest import write_config
+from tests.fake_openai import FakeOpenAIServer
+from tests.play_support import PlayServer
+
+CASE = "demo4-01"
+READERS = 780  # over the cap: 1,024 descriptors less the 256 kept back
+ADDRESSES = 13  # 60 from each, under play.connections_per_address (64)
+WRITE_TIMEOUT_S = 2.0
+PIPELINED = b"GET /static/play.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 32
+ESTABLISHED = 1  # tcp_info's first byte (tcpi_state)
+
+
+def slow_reader(port: int, n: int) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.bind((f"127.0.1.{1 + n % ADDRESSES}", 0))
+    sock.settimeout(5)
+    sock.connect(("127.0.0.1", port))
+    sock.setblocking(False)
+    try:
+        sock.send(PIPELINED)
+    except OSError:  # closed at once (the cap): still counted as a reader the server dealt with
+        pass
+    return sock
+
+
+def open_by_server(sock: socket.socket) -> bool:
+    """Whether the server still holds the connection, seen without reading a byte (reading would drain it)."""
+    state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)
+    return struct.unpack("B", state[:1])[0] == ESTABLISHED
+
+
+class Attack:
+    """READERS slow readers held open; each one the server closes is replaced, until stopped."""
+
+    def __init__(self, port: int, seconds: float) -> None:
+        self.port, self.until = port, time.monotonic() + seconds
+        self.lifetimes: list[float] = []  # of the readers the server closed, seconds
+        self.opened = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        alive: list[tuple[socket.socket, float]] = []
+        try:
+            while time.monotonic() < self.until and self.opened < 5 * READERS:
+                kept = []
+                for sock, born in alive:
+                    if open_by_server(sock):
+                        kept.append((sock, born))
+                    else:
+                        self.lifetimes.append(time.monotonic() - born)
+                        sock.close()
+                alive = kept
+                while len(alive) < READERS and self.opened < 5 * READERS:
+                    alive.append((slow_reader(self.port, self.opened), time.monotonic()))
+                    self.opened += 1
+                time.sleep(0.2)
+            self.held = [time.monotonic() - born for _, born in alive]  # still open at the end
+        finally:
+            for sock, _ in alive:
+                sock.close()
+
+
+def test_readers_that_never_read_hold_no_player_and_are_closed(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 4 * READERS:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4 * READERS), hard))
+    play = {"write_timeout_s": WRITE_TIMEOUT_S, "player_per_minute": 10_000, "server_per_minute": 10_000}
+    config = write_config(tmp_path / "play.yaml", fake.base_url, max_turns=8, min_turns=7, play=play)
+    server = PlayServer(config, "user", tmp_path / "run", open_files=1024)
+    statuses: list[int] = []
+    try:
+        port = int(server.url.rsplit(":", 1)[1])
+        attack = Attack(port, seconds=12)
+        time.sleep(3)  # the readers are in and stalled
+        status, data = server.call("POST", "/api/join", {"handle": "honest", "consent": True}, source="127.0.0.2")
+        statuses.append(status)
+        token = data.get("token", "")
+        status, view = server.call("POST", f"/api/p/{token}/episodes", {"case": CASE}, source="127.0.0.2")
+        statuses.append(status)
+        for n in range(4):
+            status, _ = server.call("POST", f"/api/p/{token}/episodes/{view.get('id')}/turn",
+                                    {"message": f"still here {n}", "meter": 50}, source="127.0.0.2")
+            statuses.append(status)
+        attack.thread.join(30)
+        statuses.append(server.call("GET", f"/api/p/{token}", source="127.0.0.2")[0])
+    finally:
+        server.stop()
+    said = "".join(server.later)
+    print(f"\nslow readers: opened {attack.opened}, closed by the server {len(attack.lifetimes)}, lifetime max "
+          f"{max(attack.lifetimes, default=0):.1f} s; still open at the end {len(attack.held)}, held at most "
+          f"{max(attack.held, default=0):.1f} s")
+    assert statuses == [200] * 7, statuses
+    assert "Traceback" not in said and "Unhandled exception" not in said, said[-3000:]
+    assert len(attack.lifetimes) >= READERS  # every first reader was closed, and some of their successors
+    # the write deadline, and the time the server takes to serve a newcomer until it stalls while hundreds
+    # arrive at once, and the attacker's look every 0.2 s over 780 sockets, on a loaded 2-core machine
+    bound = WRITE_TIMEOUT_S + 5.0
+    assert max(attack.lifetimes) <= bound and max(attack.held, default=0) <= bound, (attack.lifetimes, attack.held)
