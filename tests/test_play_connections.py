@@ -1,6 +1,7 @@
-"""`emobench play`'s connections under readers that never read (issue 53, item 3): a real server
+"""`emobench play`'s connections and HTTP edges (issue 53): readers that never read (a real server
 process under a small open-file limit, several hundred sockets from several loopback addresses
-that pipeline static GETs with a 4 KiB receive buffer, and a player who plays meanwhile."""
+that pipeline static GETs with a 4 KiB receive buffer, and a player who plays meanwhile); a body
+announced with `Expect: 100-continue` over the limit; a NUL character in a player's text."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer
-from tests.play_support import PlayServer
+from tests.play_support import LocalPlay, PlayServer
 
 CASE = "demo4-01"
 READERS = 780  # over the cap: 1,024 descriptors less the 256 kept back
@@ -111,3 +115,63 @@ def test_readers_that_never_read_hold_no_player_and_are_closed(fake: FakeOpenAIS
     # arrive at once, and the attacker's look every 0.2 s over 780 sockets, on a loaded 2-core machine
     bound = WRITE_TIMEOUT_S + 5.0
     assert max(attack.lifetimes) <= bound and max(attack.held, default=0) <= bound, (attack.lifetimes, attack.held)
+
+
+# --- issue 53, item 5: Expect: 100-continue, and NUL characters ------------------------------
+
+@pytest.fixture
+def local(fake: FakeOpenAIServer, tmp_path: Path) -> Iterator[LocalPlay]:
+    config = write_config(tmp_path / "play.yaml", fake.base_url, max_turns=8, min_turns=7)
+    server = LocalPlay(config, "user", tmp_path / "run")
+    yield server
+    server.stop()
+
+
+def answers(port: int, head: bytes, then: bytes = b"", wait: float = 1.0) -> bytes:
+    """Everything the server sends to a request's head (and, after `wait`, what follows it) until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(head)
+        time.sleep(wait)
+        if then:
+            try:
+                sock.sendall(then)
+            except OSError:  # closed already: nothing of it is read
+                pass
+        got = b""
+        try:
+            while data := sock.recv(65536):
+                got += data
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return got
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_sent(local: LocalPlay) -> None:
+    """Expect: 100-continue with 10 MB: 413 at once, no 100 Continue, the connection closed; nothing is read."""
+    port = int(local.url.rsplit(":", 1)[1])
+    head = (b"POST /api/join HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 10000000\r\nExpect: 100-continue\r\n\r\n")
+    started = time.monotonic()
+    got = answers(port, head, then=b"x" * 10_000_000, wait=0.5)
+    assert time.monotonic() - started < 4  # closed at once, not after a read of the body
+    assert got.startswith(b"HTTP/1.1 413 ") and b"100 Continue" not in got, got[:300]
+    assert got.count(b"HTTP/1.1 ") == 1 and b"Content-Security-Policy" in got and b"64 KiB" in got, got
+    other = answers(port, head.replace(b"100-continue", b"something-else"), wait=0)
+    assert other.startswith(b"HTTP/1.1 417 ") and b"Content-Security-Policy" in other, other[:300]
+    small = answers(port, head.replace(b"10000000", b"40"), then=b'{"handle": "cont", "consent": true}     ')
+    assert small.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 "), small[:300]
+
+
+def test_a_nul_character_is_refused_naming_its_field(local: LocalPlay) -> None:
+    assert local.call("POST", "/api/join", {"handle": "nul\u0000x", "consent": True}) == (
+        400, {"error": "handle: contains a NUL character"})
+    token = local.join("nul")
+    status, view = local.call("POST", f"/api/p/{token}/episodes", {"case": CASE})
+    assert status == 200
+    path = f"/api/p/{token}/episodes/{view['id']}"
+    for action in ("turn", "leave"):
+        status, body = local.call("POST", f"{path}/{action}", {"message": "before\u0000after", "meter": 50})
+        assert (status, body) == (400, {"error": "message: contains a NUL character"})
+    assert local.call("POST", f"{path}/turn", {"message": "before and after", "meter": 50})[0] == 200
+    files = [p for p in local.hub.store.rd.path.rglob("*") if p.is_file()]
+    assert files and not [p for p in files if b"\\u0000" in p.read_bytes() or b"\x00after" in p.read_bytes()]

@@ -16,7 +16,7 @@ import yaml
 from aiohttp import web
 
 from emobench.play import views
-from emobench.play.guards import GUARD, MAX_REQUEST, Guard, json_body
+from emobench.play.guards import GUARD, MAX_REQUEST, Guard, continue_or_refuse, json_body
 from emobench.play.session import PlayHub
 from emobench.play.store import PlayError
 from emobench.prompts import cases_language
@@ -150,17 +150,18 @@ def make_app(hub: PlayHub, guard: Guard) -> web.Application:
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
     )
     episode_path = "/api/p/{token}/episodes/{episode}"
+    expect: dict[str, Any] = {"expect_handler": continue_or_refuse}  # every route: no 100 Continue over the limit
     app.add_routes([
-        web.get("/", start_page),
-        web.get("/p/{token}", player_page),
-        web.post("/api/join", join),
-        web.get("/api/p/{token}", player),
-        web.post("/api/p/{token}/episodes", start_episode),
-        web.get(episode_path, episode),
-        web.post(episode_path + "/turn", turn),
-        web.post(episode_path + "/leave", leave),
-        web.delete(episode_path, delete),
-        web.get("/static/{name}", static),
+        web.get("/", start_page, **expect),
+        web.get("/p/{token}", player_page, **expect),
+        web.post("/api/join", join, **expect),
+        web.get("/api/p/{token}", player, **expect),
+        web.post("/api/p/{token}/episodes", start_episode, **expect),
+        web.get(episode_path, episode, **expect),
+        web.post(episode_path + "/turn", turn, **expect),
+        web.post(episode_path + "/leave", leave, **expect),
+        web.delete(episode_path, delete, **expect),
+        web.get("/static/{name}", static, **expect),
     ])
 
     async def settle(_: web.Application) -> None:
