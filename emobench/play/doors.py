@@ -19,7 +19,9 @@ descriptors, so that nobody else gets in. Here every connection passes a `Doorma
   the client reads nothing, closes the connection at once, its queued bytes discarded. aiohttp
   handles a connection's pipelined requests one after another and reads no more than 32 ahead, so
   a client that does not read holds one stalled response. At the cap, a stalled connection makes
-  room as a waiting one does. Each kind of closing is one line a minute in the log.
+  room as a waiting one does. Any connection closed with answers still unread (by the header
+  deadline, or to make room) is reset the same way: a plain close waits for the client to read
+  them, holding its descriptor. Each kind of closing is one line a minute in the log.
 - **Descriptors**: the static files are served from memory, so a connection holds one descriptor
   whatever it asked; the cap counts those the process already holds when it starts listening.
 - **The HTTP layer's own errors** (a broken request line, a bad header) answer as every other
@@ -152,7 +154,9 @@ class Door(RequestHandler):
         return self.transport is not None and self.writing_paused
 
     def evict(self) -> None:
-        if self.stalled:
+        """Close (stop counting it at once): at once when answers wait unread, since a plain close would
+        wait for the client to read them, holding the descriptor uncounted."""
+        if self.transport is not None and self.transport.get_write_buffer_size():
             self.drop()
             return
         self.leave()
@@ -193,7 +197,7 @@ class Door(RequestHandler):
         if self.transport is None:
             return
         if self.waiting and self._request_count == self.seen:  # no head came since the last check: slow or idle
-            self.force_close()
+            self.evict()
             return
         self.seen = self._request_count
         self._arm()
