@@ -109,6 +109,8 @@ class PlayConfig(_Config):
     idle_expire_s: float = Field(default=900.0, gt=0, le=31_536_000)  # an unfinished episode nobody plays ends (as left)
     # When the server is full, a start ends the longest-idle episode (idle this long) of the network holding the most
     evict_idle_s: float = Field(default=120.0, gt=0, le=31_536_000)
+    # for a response to leave the server's buffers: a client that reads nothing is closed after it
+    write_timeout_s: float = Field(default=10.0, gt=0, le=3600)
 
 
 class RunConfig(_Config):

@@ -144,6 +144,8 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
                                       "Flag: `play --anonymous-total-per-minute`.",
         "idle_expire_s": "Seconds without a turn after which an unfinished episode ends as left (marked expired); "
                          "checked from start-up on. Flag: `play --idle-expire-s`.",
+        "write_timeout_s": "Seconds a response may wait for its client to read it; a client that reads nothing is "
+                           "reset after it, what it had queued dropped. Flag: `play --write-timeout`.",
         "evict_idle_s": "When the server is full, a start from a network holding fewer unfinished episodes ends "
                         "the longest-idle one, idle this long, of the network holding the most (as left, marked "
                         "expired): open episodes are shared max-min fairly. Flag: `play --evict-idle-s`.",

@@ -32,20 +32,21 @@ def cache_key(
 
 
 class ResponseCache:
-    """One SQLite file; each thread gets its own connection, writers wait on a busy timeout."""
+    """One SQLite file; each thread gets its own connection, writers wait on a busy timeout. The file
+    is made at the first lookup, not before: a cache handed to a command that then goes without it
+    (`emobench judge` on a play run) leaves nothing behind."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)  # an unusable folder fails here, before any call
         self.path = path
         self._local = threading.local()
-        with self._conn() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(_SCHEMA)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(_SCHEMA)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn

@@ -181,7 +181,8 @@ def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: float | None)
 
     names = ("open_per_player", "open_total", "player_per_minute", "server_per_minute", "anonymous_per_minute",
              "handles_per_address", "open_per_address", "connections_per_address", "max_connections",
-             "anonymous_total_per_minute", "idle_expire_s", "evict_idle_s")
+             "anonymous_total_per_minute", "idle_expire_s", "evict_idle_s",
+             "write_timeout_s")
     changes: dict[str, Any] = {name: value for name, value in zip(names, limits, strict=True) if value is not None}
     if origins:
         changes["allowed_origins"] = [*cfg.play.allowed_origins, *origins]
@@ -190,7 +191,7 @@ def _with_play(cfg: RunConfig, origins: list[str] | None, *limits: float | None)
     except ValidationError as exc:
         err = exc.errors()[0]
         name = str(err["loc"][0])
-        flag = "--allow-origin" if name == "allowed_origins" else "--" + name.replace("_", "-")
+        flag = "--allow-origin" if name == "allowed_origins" else "--" + name.removesuffix("_s").replace("_", "-")
         raise InputError(flag, "", f"{err['msg']} (got {err.get('input')!r})") from None
     return cfg.model_copy(update={"play": play})
 
@@ -234,6 +235,8 @@ def play(
     evict_idle_s: Annotated[float | None, typer.Option(
         help="When the server is full, a start ends the longest-idle episode, idle this long, of the network holding "
              "the most (default 120).")] = None,
+    write_timeout: Annotated[float | None, typer.Option(
+        help="Seconds a response may wait for its client to read it before the connection is closed (default 10).")] = None,
 ) -> None:
     """Serve a page where people play the user or the supporter; episodes go to a normal run directory."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -245,7 +248,8 @@ def play(
         cfg, flags = load_run_config(config, None, flag_overrides(subject, user, judge, split, None, max_turns, min_turns, limit))
         cfg = _with_play(cfg, allow_origin, open_per_player, open_total, player_per_minute, server_per_minute,
                          anonymous_per_minute, handles_per_address, open_per_address, connections_per_address,
-                         max_connections, anonymous_total_per_minute, idle_expire_s, evict_idle_s)
+                         max_connections, anonymous_total_per_minute, idle_expire_s, evict_idle_s,
+                         write_timeout)
         seat: Seat = "user" if mode == "user" else "subject"
 
         def announce(url: str) -> None:

@@ -14,6 +14,16 @@ descriptors, so that nobody else gets in. Here every connection passes a `Doorma
   the connection opening or of the previous request, else the connection is closed; a keep-alive
   connection that sends nothing goes the same way. The body has its own deadline
   (`play.body_timeout_s`, emobench.play.guards.json_body).
+- **A deadline for the answer**: a response that cannot leave the server's buffers (about 64 KiB
+  in the process, and what the kernel holds for the socket) within `play.write_timeout_s`, because
+  the client reads nothing, closes the connection at once, its queued bytes discarded. aiohttp
+  handles a connection's pipelined requests one after another and reads no more than 32 ahead, so
+  a client that does not read holds one stalled response. At the cap, a stalled connection makes
+  room as a waiting one does. Any connection closed with answers still unread (by the header
+  deadline, or to make room) is reset the same way: a plain close waits for the client to read
+  them, holding its descriptor. Each kind of closing is one line a minute in the log.
+- **Descriptors**: the static files are served from memory, so a connection holds one descriptor
+  whatever it asked; the cap counts those the process already holds when it starts listening.
 - **The HTTP layer's own errors** (a broken request line, a bad header) answer as every other
   error does: one JSON line, the security headers, no server version, and no traceback in the log.
 - "Too many open files" from accept() is one line a minute, not a traceback per attempt.
@@ -24,7 +34,10 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import resource
+import socket
+import struct
 import time
 from collections import Counter
 from typing import Any, cast
@@ -39,22 +52,37 @@ from emobench.play.guards import HEADERS
 # File descriptors kept for journals, run files, the model endpoints' connections, and the sockets that
 # a burst of accept() takes before the doorman closes them (the listen backlog is 128)
 RESERVE = 256
+# A connection's kernel send buffer (Linux doubles it), not grown by autotuning to 4 MiB: what a client
+# that reads nothing can make the server queue is this, plus asyncio's 64 KiB, plus one response
+SEND_BUFFER = 64 * 1024
 LINGER_S = 1.0  # after an early answer (408, 413), how long the rest of a body is read before closing
 SAY_EVERY_S = 60.0
 log = logging.getLogger("emobench.play")
 
 
+def descriptors_in_use() -> int:
+    """The process's open file descriptors (Linux and macOS list them; elsewhere 0 is assumed)."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(folder))
+        except OSError:
+            continue
+    return 0
+
+
 def connection_cap(configured: int) -> int:
-    """At most `configured`, and RESERVE below the open-file limit (`ulimit -n`). The soft limit is
-    raised first, as far as the hard one allows, to what `configured` needs."""
+    """At most `configured`, and RESERVE below what the open-file limit (`ulimit -n`) leaves besides
+    the descriptors already open (run files, the endpoints' clients). The soft limit is raised first,
+    as far as the hard one allows, to what `configured` needs."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return configured
-    want = configured + RESERVE
+    held = descriptors_in_use()
+    want = configured + RESERVE + held
     if soft < want and (hard == resource.RLIM_INFINITY or hard > soft):
         soft = want if hard == resource.RLIM_INFINITY else min(want, hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    return max(1, min(configured, soft - RESERVE))
+    return max(1, min(configured, soft - RESERVE - held))
 
 
 class Quietly:
@@ -81,6 +109,7 @@ class Door(RequestHandler):
         self.address = ""
         self.admitted = self.refused = False
         self.deadline: asyncio.TimerHandle | None = None
+        self.stall: asyncio.TimerHandle | None = None  # the write deadline, while the transport's buffer is full
         self.seen = 0  # requests whose head had arrived at the last check
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -91,6 +120,9 @@ class Door(RequestHandler):
             cast(asyncio.Transport, transport).abort()  # the descriptor is freed at once; no handler, no task
             return
         self.admitted = True
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         super().connection_made(transport)
         self._arm()
 
@@ -98,9 +130,10 @@ class Door(RequestHandler):
         if self.refused:
             return  # nothing was set up
         self.leave()
-        if self.deadline is not None:
-            self.deadline.cancel()
-            self.deadline = None
+        for timer in (self.deadline, self.stall):
+            if timer is not None:
+                timer.cancel()
+        self.deadline = self.stall = None
         super().connection_lost(exc)
 
     def leave(self) -> None:
@@ -115,9 +148,46 @@ class Door(RequestHandler):
         handled or queued. (Also true before aiohttp's reading task first runs.)"""
         return self.transport is not None and not self._request_in_progress and not self._messages
 
+    @property
+    def stalled(self) -> bool:
+        """A response waits for the client to read (the transport's buffer is over its high-water mark)."""
+        return self.transport is not None and self.writing_paused
+
     def evict(self) -> None:
+        """Close (stop counting it at once): at once when answers wait unread, since a plain close would
+        wait for the client to read them, holding the descriptor uncounted."""
+        if self.transport is not None and self.transport.get_write_buffer_size():
+            self.drop()
+            return
         self.leave()
         self.force_close()
+
+    def drop(self) -> None:
+        """Close now, discarding what is queued: a plain close waits for the client to read it all."""
+        self.leave()
+        transport = self.transport
+        if transport is None:
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # a reset: the kernel frees the socket's queue too
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self.stall = self._loop.call_later(self.doorman.limits.write_timeout_s, self._unread)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.stall is not None:
+            self.stall.cancel()
+            self.stall = None
+
+    def _unread(self) -> None:
+        self.stall = None
+        self.doorman.unread.say(f"closed a connection whose client read none of its response for "
+                                f"{self.doorman.limits.write_timeout_s:g} s (play.write_timeout_s)")
+        self.drop()
 
     def _arm(self) -> None:
         self.deadline = self._loop.call_later(self.doorman.limits.header_timeout_s, self._late)
@@ -127,7 +197,7 @@ class Door(RequestHandler):
         if self.transport is None:
             return
         if self.waiting and self._request_count == self.seen:  # no head came since the last check: slow or idle
-            self.force_close()
+            self.evict()
             return
         self.seen = self._request_count
         self._arm()
@@ -154,7 +224,7 @@ class Doorman(web.Server):
         self.open: Counter[str] = Counter()
         self.doors: dict[Door, None] = {}  # admitted, oldest first
         self.refused = self.evicted = 0
-        self.note = Quietly()
+        self.note, self.unread = Quietly(), Quietly()
 
     def __call__(self) -> Door:
         return Door(self, loop=self._loop, **self._kwargs)
@@ -167,15 +237,16 @@ class Doorman(web.Server):
                           "(play.connections_per_address)")
             return False
         if len(self.doors) >= self.cap:
-            oldest = next((d for d in self.doors if d.waiting), None)
+            oldest = next((d for d in self.doors if d.waiting or d.stalled), None)
             if oldest is None:
                 self.refused += 1
                 self.note.say(f"refused a connection: {len(self.doors)} connections are open, the cap "
-                              "(play.max_connections, or the open-file limit), and none is idle")
+                              "(play.max_connections, or the open-file limit), and none is idle or stalled")
                 return False
             self.evicted += 1
             self.note.say(f"{len(self.doors)} connections are open, the cap (play.max_connections, or the open-file "
-                          "limit): closed the oldest one still waiting for its request, to make room")
+                          "limit): closed the oldest one still waiting for its request or for its client to "
+                          "read, to make room")
             oldest.evict()
         self.doors[door] = None
         self.open[address] += 1

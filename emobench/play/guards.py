@@ -16,7 +16,9 @@
   against the anonymous budget, shared max-min fairly among networks (`limits.party`). So a
   player's reads wait on nobody, and a greedy party is refused before the others. Bodies of at
   most 64 KiB (413) that arrive within `play.body_timeout_s` (408), flat JSON objects of text,
-  numbers and true/false only (400), valid Unicode (a lone surrogate is 400).
+  numbers and true/false only (400), valid Unicode (a lone surrogate is 400) without NUL
+  characters (400). A body announced with `Expect: 100-continue` over 64 KiB is refused (413)
+  before the client sends it.
 - **Idempotency**: a start, turn or leave with an `Idempotency-Key` header returns the first
   successful response to that key; the request is not run again. An error is not kept (a
   corrected retry plays), and a delete forgets every kept response of the episode.
@@ -34,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import HttpVersion11, hdrs, web
 from aiohttp.web_protocol import RequestPayloadError
 from yarl import URL
 
@@ -203,6 +205,26 @@ def _error_response(exc: Exception) -> web.Response:
                                        "from it"}, status=500)
 
 
+async def continue_or_refuse(request: web.Request) -> web.StreamResponse | None:
+    """The routes' `Expect` handler: 100 Continue only for a body the server would read; a larger one
+    is 413 and the connection closed, so nothing of it is read. Runs before the middleware."""
+    if request.version != HttpVersion11:
+        return None  # HTTP/1.0 has no 100 Continue: the body just follows
+    if request.headers.get(hdrs.EXPECT, "").lower() != "100-continue":
+        return _closing(web.json_response({"error": "only Expect: 100-continue is understood"}, status=417))
+    if (request.content_length or 0) > MAX_REQUEST:
+        return _closing(_error_response(web.HTTPRequestEntityTooLarge(MAX_REQUEST, request.content_length or 0)))
+    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    request.writer.output_size = 0  # the response proper has not begun
+    return None
+
+
+def _closing(response: web.Response) -> web.Response:
+    response.headers.update(HEADERS)
+    response.force_close()  # no lingering read of the body, and none of it parsed as a next request
+    return response
+
+
 async def json_body(request: web.Request) -> dict[str, Any]:
     """The body, read within play.body_timeout_s: a body sent a byte at a time does not hold the server."""
     seconds = request.app[GUARD].config.body_timeout_s
@@ -226,6 +248,9 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         raise PlayError("the request body is not a JSON object")
     if any(isinstance(value, dict | list) for value in data.values()):
         raise PlayError("the request body nests too deep: its values are text, numbers, true/false or null")
+    for name, value in data.items():  # docs/play.md: why a NUL is refused, not stored
+        if isinstance(value, str) and "\x00" in value:
+            raise PlayError(f"{name[:40]}: contains a NUL character")
     return data
 
 

@@ -19,7 +19,7 @@ import yaml
 from aiohttp import web
 
 from emobench.play import views
-from emobench.play.guards import GUARD, MAX_REQUEST, Guard, json_body
+from emobench.play.guards import GUARD, MAX_REQUEST, Guard, continue_or_refuse, json_body
 from emobench.play.recovery import expire_idle
 from emobench.play.session import PlayHub
 from emobench.play.store import PlayError
@@ -30,9 +30,13 @@ TEMPLATES, STATIC = HERE / "templates", HERE / "static"
 UI = TEMPLATES / "ui"  # the page's words per language: ui/en.yaml, ui/zh.yaml
 ASSETS = [TEMPLATES / "start.html.j2", TEMPLATES / "player.html.j2", STATIC / "play.js", STATIC / "play.css",
           UI / "en.yaml", UI / "zh.yaml"]
+# The static files, read once: a response from memory holds no file descriptor while its client
+# reads slowly (aiohttp's FileResponse keeps the file open for as long as that takes)
+TYPES = {".js": "text/javascript", ".css": "text/css"}
 HUB = web.AppKey("hub", PlayHub)
 PAGES = web.AppKey("pages", jinja2.Environment)
 WORDS = web.AppKey("words", dict)
+FILES = web.AppKey("files", dict)
 
 
 def ui_words(language: str) -> dict[str, Any]:
@@ -60,6 +64,18 @@ def _meter(data: dict[str, Any]) -> int | None:
 def _page(request: web.Request, name: str, **context: Any) -> web.Response:
     html = request.app[PAGES].get_template(name).render(seat=request.app[HUB].seat, ui=request.app[WORDS], **context)
     return web.Response(text=html, content_type="text/html")
+
+
+def static_files() -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(STATIC.iterdir()) if path.suffix in TYPES}
+
+
+async def static(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    body = request.app[FILES].get(name)
+    if body is None:
+        raise web.HTTPNotFound()
+    return web.Response(body=body, content_type=TYPES[Path(name).suffix], charset="utf-8")
 
 
 async def start_page(request: web.Request) -> web.Response:
@@ -132,22 +148,24 @@ def make_app(hub: PlayHub, guard: Guard) -> web.Application:
     app = web.Application(client_max_size=MAX_REQUEST, middlewares=[guard.middleware])
     app[HUB] = hub
     app[GUARD] = guard
+    app[FILES] = static_files()
     app[WORDS] = ui_words(cases_language(hub.cases.values()))  # a Chinese run's page speaks Chinese
     app[PAGES] = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
     )
     episode_path = "/api/p/{token}/episodes/{episode}"
+    expect: dict[str, Any] = {"expect_handler": continue_or_refuse}  # every route: no 100 Continue over the limit
     app.add_routes([
-        web.get("/", start_page),
-        web.get("/p/{token}", player_page),
-        web.post("/api/join", join),
-        web.get("/api/p/{token}", player),
-        web.post("/api/p/{token}/episodes", start_episode),
-        web.get(episode_path, episode),
-        web.post(episode_path + "/turn", turn),
-        web.post(episode_path + "/leave", leave),
-        web.delete(episode_path, delete),
-        web.static("/static", STATIC),
+        web.get("/", start_page, **expect),
+        web.get("/p/{token}", player_page, **expect),
+        web.post("/api/join", join, **expect),
+        web.get("/api/p/{token}", player, **expect),
+        web.post("/api/p/{token}/episodes", start_episode, **expect),
+        web.get(episode_path, episode, **expect),
+        web.post(episode_path + "/turn", turn, **expect),
+        web.post(episode_path + "/leave", leave, **expect),
+        web.delete(episode_path, delete, **expect),
+        web.get("/static/{name}", static, **expect),
     ])
 
     async def settle(_: web.Application) -> None:
