@@ -127,6 +127,42 @@ def test_readers_that_never_read_hold_no_player_and_are_closed(fake: FakeOpenAIS
     assert max(attack.lifetimes) <= bound and max(attack.held, default=0) <= bound, (attack.lifetimes, attack.held)
 
 
+def server_side(port: int, client: tuple[str, int]) -> list[str]:
+    """The TCP states (hex, as /proc/net/tcp writes them) of the server's end of one client's connection."""
+    states = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, remote, state = line.split()[1:4]
+        address, end = remote.split(":")
+        if int(local.split(":")[1], 16) == port and \
+                (socket.inet_ntoa(struct.pack("<I", int(address, 16))), int(end, 16)) == client:
+            states.append(state)
+    return states
+
+
+def test_answers_left_in_the_kernel_are_dropped_with_the_connection(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    """A reader whose answers all fit in the kernel's buffers (the server has nothing left to write) and who
+    reads none: the header deadline resets the connection, so the kernel keeps nothing for it either (a plain
+    close left the server's end in FIN-WAIT-1 with its answers queued, until the kernel's own timeout)."""
+    config = write_config(tmp_path / "play.yaml", fake.base_url, play={"header_timeout_s": 1.0})
+    server = PlayServer(config, "user", tmp_path / "run")
+    try:
+        port = int(server.url.rsplit(":", 1)[1])
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(GET * 4)  # four answers of play.js, 36 KB: all in the kernel's send buffer, none in asyncio's
+        client = sock.getsockname()
+        time.sleep(0.5)
+        queued = server_side(port, client)
+        time.sleep(3.5)  # two header deadlines, and a margin
+        after = server_side(port, client)
+        sock.close()
+    finally:
+        server.stop()
+    assert queued == ["01"], queued  # established, its answers queued unread
+    assert after == [], after  # reset: no end left, in any state
+
+
 # --- issue 53, item 5: Expect: 100-continue, and NUL characters ------------------------------
 
 @pytest.fixture

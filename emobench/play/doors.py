@@ -32,12 +32,15 @@ descriptors, so that nobody else gets in. Here every connection passes a `Doorma
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
+import fcntl
 import logging
 import os
 import resource
 import socket
 import struct
+import termios
 import time
 from collections import Counter
 from typing import Any, cast
@@ -155,12 +158,25 @@ class Door(RequestHandler):
 
     def evict(self) -> None:
         """Close (stop counting it at once): at once when answers wait unread, since a plain close would
-        wait for the client to read them, holding the descriptor uncounted."""
-        if self.transport is not None and self.transport.get_write_buffer_size():
+        wait for the client to read them, holding the descriptor uncounted, or the kernel's memory for
+        them until its own timeout (the queue of a client that takes nothing never empties)."""
+        if self.unsent():
             self.drop()
             return
         self.leave()
         self.force_close()
+
+    def unsent(self) -> int:
+        """Bytes of answers the client has not taken: in the transport's buffer and in the kernel's send queue."""
+        transport = self.transport
+        if transport is None:
+            return 0
+        queued = transport.get_write_buffer_size()
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):  # SIOCOUTQ: sent but not acknowledged, or not sent at all
+                queued += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        return queued
 
     def drop(self) -> None:
         """Close now, discarding what is queued: a plain close waits for the client to read it all."""
