@@ -190,19 +190,18 @@ class Quota:
     def reserve(self) -> int:
         return self.open_total // 10
 
-    def victim(self, addresses: Addresses, store: PlayStore, address: str) -> str | None:
-        """When the server is full for a start from `address`: the longest-idle episode (idle at least
-        evict_idle_s) of the network holding the most unfinished episodes, if it holds more than this
-        one's; its end makes room. So the open episodes are shared max-min fairly among networks."""
+    def victims(self, addresses: Addresses, store: PlayStore, address: str) -> list[str]:
+        """When the server is full for a start from `address`: the episodes idle at least evict_idle_s of
+        the network holding the most unfinished episodes, longest idle first, if it holds more than this
+        one's (by two or more); ending one makes room. So open episodes are shared max-min fairly among networks."""
         held = addresses.holders([e for e in store.heads if store.unfinished(e) and e not in store.deleted])
         mine = len(held.get(party(address), []))
         most = max(held, key=lambda network: len(held[network]), default=None)
         if most is None or len(held[most]) <= mine + 1:
-            return None
+            return []
         idle = {e: time.time() - store.journal_path(e).stat().st_mtime for e in held[most]
                 if store.journal_path(e).exists()}
-        oldest = max(idle, key=idle.__getitem__, default=None)
-        return oldest if oldest is not None and idle[oldest] >= self.evict_idle_s else None
+        return sorted((e for e in idle if idle[e] >= self.evict_idle_s), key=idle.__getitem__, reverse=True)
 
     def admit_join(self, addresses: Addresses, store: PlayStore, address: str) -> None:
         if addresses.handles(address, store.has_player) >= self.handles_per_address:

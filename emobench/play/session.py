@@ -96,9 +96,11 @@ class PlayHub:
             try:
                 self.quota.admit_start(self.addresses, self.store, player.token_sha256, address)
                 break
-            except ServerFull:  # room is made by ending the biggest holder's longest-idle episodes, if it has any
-                victim = self.quota.victim(self.addresses, self.store, address)
-                if victim is None or not await self.expire(victim, self.quota.evict_idle_s):
+            except ServerFull:  # room is made by ending the biggest holder's longest-idle episode, if it has one
+                for victim in self.quota.victims(self.addresses, self.store, address):
+                    if await self.expire(victim, self.quota.evict_idle_s):
+                        break
+                else:
                     raise
         self.spend(player)
         seed = self.store.free_seed(label, case.id, self.base_seed)
