@@ -240,7 +240,7 @@ def test_a_full_server_ends_the_biggest_holders_longest_idle_episode_for_a_small
     server = LocalPlay(config, "user", tmp_path / "run", open_total=10, open_per_address=2, handles_per_address=1,
                        evict_idle_s=1.0)
     try:
-        squatted = []
+        squatted, owner = [], {}
         for a in range(5):  # 5 addresses x 2 = 10, but the last tenth is kept for networks holding none
             address = f"127.5.0.{a + 1}"
             token = server.join(f"squat{a}", source=address)
@@ -248,6 +248,7 @@ def test_a_full_server_ends_the_biggest_holders_longest_idle_episode_for_a_small
                 status, view = server.call("POST", f"/api/p/{token}/episodes", {"case": CASE}, source=address)
                 if status == 200:
                     squatted.append(view["id"])
+                    owner[view["id"]] = token
         first = server.join("honest1", source="127.9.0.1")
         took_reserve = server.call("POST", f"/api/p/{first}/episodes", {"case": CASE}, source="127.9.0.1")[0]
         time.sleep(1.5)  # the squatted episodes are idle past evict_idle_s
@@ -256,9 +257,11 @@ def test_a_full_server_ends_the_biggest_holders_longest_idle_episode_for_a_small
         squatter = server.join("squat9", source="127.5.0.9")
         again = server.call("POST", f"/api/p/{squatter}/episodes", {"case": CASE}, source="127.5.0.9")
         oldest = server.hub.live[squatted[0]]
+        told = server.call("GET", f"/api/p/{owner[squatted[0]]}/episodes/{squatted[0]}", source="127.5.0.1")[1]
     finally:
         server.stop()
     assert len(squatted) == 9 and took_reserve == 200
     assert status == 200, view  # room made: the squatter's network held 9, this one 1
     assert oldest.state.done and oldest.state.stop_reason == "user_left"  # its first, longest idle, ended as left
+    assert told["expired"] and "evict_idle_s" in told["error"], told  # and its person is told why
     assert again[0] == 429 and "open_total" in again[1]["error"]  # the biggest holder makes no room for itself

@@ -55,7 +55,9 @@ def model_fault(exc: BaseException) -> str | None:
     return None
 
 
-def expired_note(idle_s: float) -> str:
-    """What the person is told of an episode the server ended for them."""
-    return (f"This episode ended after {idle_s / 60:g} minutes without a turn (play.idle_expire_s) and is kept as "
-            "left; start a new one to play on.")
+def expired_note(idle_s: float, evict_s: float) -> str:
+    """What the person is told of an episode the server ended for them: idle past play.idle_expire_s, or
+    past play.evict_idle_s while the server was full and their network held the most."""
+    return (f"This episode ended without a turn: after {idle_s / 60:g} minutes (play.idle_expire_s), or after "
+            f"{evict_s:g} s while the server was full (play.evict_idle_s). It is kept as left; start a new one to "
+            "play on.")

@@ -290,7 +290,7 @@ class PlayHub:
 
     def _check_open(self, live: Live) -> None:
         if live.expired:
-            raise PlayError(expired_note(self.quota.idle_expire_s))
+            raise PlayError(expired_note(self.quota.idle_expire_s, self.quota.evict_idle_s))
         if live.episode is not None or live.state.done:
             raise PlayError("this episode has ended")
 

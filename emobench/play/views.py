@@ -68,7 +68,7 @@ def episode_view(hub: PlayHub, live: Live) -> dict[str, Any]:
         "turn": state.turn,
         "messages": messages,
         "done": live.episode is not None or state.done,
-        "error": expired_note(hub.quota.idle_expire_s) if live.expired else live.error,
+        "error": expired_note(hub.quota.idle_expire_s, hub.quota.evict_idle_s) if live.expired else live.error,
         "expired": live.expired,
         "your_turn": not state.done and (state.awaiting_user if hub.seat == "user" else True),
         # the card's opening has no reply yet (the model failed): Send asks again, with no message
