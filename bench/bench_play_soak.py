@@ -22,7 +22,7 @@ from _servers import cpu_line, load_line
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState
-from tests.test_play_soak import Soak
+from tests.test_play_soak import PLAY, Soak
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
     print(load_line())
     with tempfile.TemporaryDirectory() as tmp, \
             FakeOpenAIServer(FakeState(latency_s=0.02, fault_rate=0.02, fault_kinds=("429", "500"), fault_seed=1)) as fake:
-        config = write_config(Path(tmp) / "play.yaml", fake.base_url, max_turns=5, min_turns=4)
+        config = write_config(Path(tmp) / "play.yaml", fake.base_url, max_turns=5, min_turns=4, play=PLAY)
         soak = Soak(config, Path(tmp) / "run")
         started = time.monotonic()
         figures = soak.play(args.players, args.minutes * 60, tuple(args.kill_every), args.seed)

@@ -2,7 +2,7 @@
 and malformed bodies, a greedy client and a slowloris client, against the fake OpenAI server;
 then the run directory is checked.
 
-Each player is a thread, on a loopback address of its own (127.0.1.N: a machine each), that
+Each player is a thread, on a loopback address of its own (127.1.N.1: a machine each), that
 starts, plays, leaves and deletes episodes, every message a unique string. A double send is the
 same request (one Idempotency-Key) from two threads at once; after a dropped connection a player
 sends the same request again, with the same key, as the page's retry would. A killer thread
@@ -13,13 +13,17 @@ Beside them a greedy client (127.0.0.2) sends as fast as it can: its own link, u
 unknown links, joins (tests/play_support.greedy). A slowloris client holds sockets that send
 nothing, half a request line, headers or a body a byte at a time: 300 from one address
 (127.0.0.3) and 60 from each of 16 others (127.0.3.N), 1,260 in all, more than the server may
-hold; each one the server closes is opened again two seconds later.
+hold; each one the server closes is opened again two seconds later. Attackers with more addresses
+(tests/play_attackers.py): a client spread over 50 addresses that joins all the handles it may and
+floods their links, unknown links and pages; a squatter on 30 addresses that starts all the
+episodes it may and never plays them; and 500 slow readers that pipeline static GETs into a 4 KiB
+receive buffer and never read.
 
 Afterwards: every record and judgement validates, every finished episode is judged exactly once,
 no acknowledged turn or finish is lost (in the record or the journal), no word of a deleted
 episode is in any file of the run directory, and a graceful restart (SIGTERM) finds nothing to
-repair; no player was refused for someone else's requests (429) and the server printed no
-traceback. The short version runs here; bench/bench_play_soak.py runs the long one and prints
+repair; no player was refused for someone else's requests (429) or answered 5xx, nor was any
+attacker, and the server printed no traceback. The short version runs here; bench/bench_play_soak.py runs the long one and prints
 the figures.
 """
 
@@ -48,15 +52,22 @@ from emobench.records import Episode, EpisodeJudgement
 from emobench.rundir import RunDir, read_records
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState
+from tests.play_attackers import slow_readers, spread_client, squatter
 from tests.play_support import Api, PlayServer, closed, greedy, hostile
 
 # The players (bots that send as soon as they are answered) stay under their own limit. The server's
-# budget holds all 20 at that limit and the greedy client at its limits, whatever the machine's speed,
-# but not all that the greedy client sends (which, charged before the per-player check, used to fill it).
+# budget (starts, turns and leaves, shared fairly among players) holds all 20 at that limit, whatever the
+# machine's speed; the squatter's starts draw on it too, and only up to a fair share once it is used up.
 PLAYER_PER_MINUTE, ANONYMOUS_PER_MINUTE = 1200, 30
 SERVER_PER_MINUTE = 21 * PLAYER_PER_MINUTE + 2 * ANONYMOUS_PER_MINUTE + 4000
+# A slow reader is closed after a response waits this long to be read, or (answered in full, but reading none)
+# after two header deadlines: well inside a server life (8 to 14 s). The header deadline is a config setting.
+DEADLINE_S = 3
+PLAY = {"header_timeout_s": DEADLINE_S}
+# The squatter (30 addresses, each in a network of its own, 10 unfinished episodes each) could hold all 60: a
+# player's start on a full server ends the longest-idle episode of the network holding the most (idle 2 s).
 LIMITS = ("--open-per-player", "3", "--player-per-minute", str(PLAYER_PER_MINUTE), "--server-per-minute",
-          str(SERVER_PER_MINUTE), "--open-total", "200")
+          str(SERVER_PER_MINUTE), "--open-total", "60", "--evict-idle-s", "2", "--write-timeout", str(DEADLINE_S))
 OPEN_FILES = 1024
 SLOWLORIS = [("127.0.0.3", 300)] + [(f"127.0.3.{n}", 60) for n in range(1, 17)]
 SLOW_KINDS = ("idle", "request line", "headers", "body")
@@ -90,6 +101,7 @@ class Figures:
     finished: int = 0
     deleted: int = 0
     double_sends: int = 0
+    expired: int = 0  # players' episodes the server ended to make room (found at their next turn)
     malformed: int = 0
     retried: int = 0
     statuses: Counter[int] = field(default_factory=Counter)
@@ -102,6 +114,10 @@ class Figures:
     sockets_closed_later: int = 0  # timed out, made room for others, or the server was killed
     sockets_held_most: int = 0
     lifetimes: list[float] = field(default_factory=list)
+    spread: dict[str, Counter[int]] = field(default_factory=dict)  # per kind of request: statuses
+    squatter: dict[str, Counter[int]] = field(default_factory=dict)
+    slow_readers: dict[str, int] = field(default_factory=dict)  # opened, closed, most held, refused
+    slow_lifetimes: list[float] = field(default_factory=list)
 
     def summary(self) -> str:
         def spread(seconds: list[float]) -> str:
@@ -109,16 +125,27 @@ class Figures:
             p95 = lat[int(0.95 * (len(lat) - 1))]
             return f"{len(lat)}: p50 {statistics.median(lat):.2f} s, p95 {p95:.2f} s, max {lat[-1]:.2f} s"
 
+        def refused(statuses: dict[str, Counter[int]]) -> str:  # status 0: the connection failed
+            return "; ".join(f"{k} {dict(sorted(c.items()))}" for k, c in sorted(statuses.items()))
+
         greedy = {kind: (sum(c.values()), c[429]) for kind, c in self.greedy.items()}
+        served = sum(n for status, n in self.statuses.items() if status != 429 and (status < 500 or status == 502))
         return "\n".join([
             f"players: {self.requests} requests, statuses {dict(sorted(self.statuses.items()))}; {self.kills} kills, "
             f"{self.started} started, {self.finished} finished, {self.deleted} deleted, {self.double_sends} double sends, "
-            f"{self.malformed} malformed",
+            f"{self.malformed} malformed, {self.expired} ended by the server to make room; served "
+            f"{served}/{sum(self.statuses.values())}",
             "players' answered requests: " + "; ".join(f"{kind} {spread(lat)}" for kind, lat in sorted(self.latencies.items())),
             "greedy client, refused/sent: " + ", ".join(f"{k} {r}/{n}" for k, (n, r) in greedy.items()),
             f"slowloris: {self.sockets_opened} sockets opened, {self.sockets_closed_at_once} closed within 1 s, "
             f"{self.sockets_closed_later} later (median {statistics.median(self.lifetimes or [0]):.1f} s), "
             f"at most {self.sockets_held_most} held at once",
+            f"client on 50 addresses, statuses: {refused(self.spread)}",
+            f"squatter, statuses: {refused(self.squatter)}",
+            f"slow readers: {self.slow_readers.get('opened', 0)} opened, {self.slow_readers.get('closed', 0)} closed by the "
+            f"server (median after {statistics.median(self.slow_lifetimes or [0]):.1f} s, max "
+            f"{max(self.slow_lifetimes or [0]):.1f} s), {self.slow_readers.get('killed', 0)} by its kills, at most "
+            f"{self.slow_readers.get('most', 0)} held at once",
         ])
 
 
@@ -179,6 +206,7 @@ class Soak:
     def killer(self, every: tuple[float, float], rng: random.Random) -> None:
         while not self.stop.wait(rng.uniform(*every)):
             self.up.clear()
+            self.url_file.write_text("")  # the attackers tell a kill's closes from the server's own
             self.server.kill()
             self.figures.kills += 1
             self.server = self.start()
@@ -186,7 +214,7 @@ class Soak:
 
     # --- a player ------------------------------------------------------------------------
     def player(self, number: int, rng: random.Random) -> None:
-        handle, joins, me = f"p{number}", 0, f"127.0.1.{number + 1}"
+        handle, joins, me = f"p{number}", 0, f"127.1.{number + 1}.1"  # a machine of its own, in a network of its own
 
         def call(method: str, path: str, body: Any = None, raw: bytes | None = None,
                  headers: dict[str, str] | None = None) -> tuple[int, Any]:
@@ -276,6 +304,8 @@ class Soak:
                     ep.retry = True
                 elif status == 409 or (status == 400 and "ended" in str(view)):
                     ep.finished = True
+                    with self.lock:  # ended by the server: idle while it was full (play.evict_idle_s)
+                        self.figures.expired += "without a turn" in str(view)
                 elif status in (404, 410):
                     ep.deleted = ep.deleted or status == 410
                     if status == 404 and self.forgotten(token, me):
@@ -295,7 +325,10 @@ class Soak:
         spawn = multiprocessing.get_context("spawn")
         stop, out = spawn.Event(), spawn.Queue()
         attackers = [spawn.Process(target=greedy_client, args=(self.url_file, stop, out, rng.getrandbits(32))),
-                     spawn.Process(target=slowloris_client, args=(self.url_file, stop, out))] if hostile else []
+                     spawn.Process(target=slowloris_client, args=(self.url_file, stop, out)),
+                     spawn.Process(target=spread_client, args=(self.url_file, stop, out, rng.getrandbits(32))),
+                     spawn.Process(target=squatter, args=(self.url_file, stop, out, rng.getrandbits(32))),
+                     spawn.Process(target=slow_readers, args=(self.url_file, stop, out))] if hostile else []
         for process in attackers:
             process.start()
         for thread in [*threads, killer]:
@@ -315,6 +348,8 @@ class Soak:
             figures = self.figures
             figures.sockets_opened, figures.sockets_closed_at_once = found["opened"], found["at_once"]
             figures.sockets_closed_later, figures.sockets_held_most = found["later"], found["most"]
+            figures.spread, figures.squatter = results["spread"], results["squatter"]
+            figures.slow_readers, figures.slow_lifetimes = results["slow readers"]
         return self.figures
 
     def settle(self, timeout: float = 300) -> list[str]:
@@ -488,7 +523,7 @@ def slowloris_client(url_file: Path, stop: Any, out: Any) -> None:
 @pytest.mark.soak
 def test_a_short_soak(tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
     with FakeOpenAIServer(FakeState(latency_s=0.02, fault_rate=0.02, fault_kinds=("429", "500"), fault_seed=1)) as fake:
-        config = write_config(tmp_path / "play.yaml", fake.base_url, max_turns=5, min_turns=4)
+        config = write_config(tmp_path / "play.yaml", fake.base_url, max_turns=5, min_turns=4, play=PLAY)
         soak = Soak(config, tmp_path / "run")
         figures = soak.play(players=20, seconds=45, kill_every=(8, 14))
         notes = soak.settle()
@@ -508,11 +543,20 @@ def test_a_short_soak(tmp_path: Path, record_property: Callable[[str, object], N
     assert anonymous <= ANONYMOUS_PER_MINUTE * lives, greedy
     # Each of its links is a player of its own, charged for every request on the link, a 404 too: within one
     # server life, at most the per-player limit in each minute the life lasted (a sliding minute's window).
-    over = {f"{token[:6]}@{url}": (int(n), round(last - first, 1)) for (token, url), (n, first, last) in figures.greedy_own.items()
+    over = {f"{token[:6]}@{url}": (int(n), round(last - first, 1))
+            for (token, url), (n, first, last) in figures.greedy_own.items()
             if n > PLAYER_PER_MINUTE * (1 + (last - first) // 60)}
     assert figures.greedy_own and not over, over
     # Every socket past the one address's cap (300 - 64) at least was closed by the server, some only after a while.
     assert figures.sockets_opened >= 1260 and figures.sockets_closed_at_once + figures.sockets_closed_later >= 236
     assert figures.sockets_closed_later > 0
+    # The client on 50 addresses and the squatter get no 5xx either (502: the model endpoint's own fault), and the
+    # server closes slow readers: none holds its descriptor for long.
+    attackers = {**figures.spread, **{f"squatter's {kind}": c for kind, c in figures.squatter.items()}}
+    assert not {kind: c for kind, c in attackers.items() if any(s >= 500 and s != 502 for s in c)}, attackers
+    assert sum(figures.spread.get("own link", {}).values()) > 0 and figures.squatter.get("start", {}).get(200, 0) > 0
+    slow = figures.slow_readers
+    assert slow["opened"] >= 500 and slow["closed"] >= 500, slow
+    assert max(figures.slow_lifetimes) <= 2 * DEADLINE_S + 4, sorted(figures.slow_lifetimes)[-5:]
     said = soak.said()
     assert not any("Traceback" in line for line in said), [line for line in said if "Error" in line][:5]
