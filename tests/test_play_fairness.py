@@ -47,7 +47,7 @@ def served(addresses: int, handles: int, kind: str, seconds: int = 20) -> tuple[
     """Honest requests served, newcomers' page-and-join served, newcomers, under one attacker class."""
     now = [0.0]
     guard = Guard(PlayConfig(), Players(), clock=lambda: now[0])  # type: ignore[arg-type]
-    budget = FairShare(PlayConfig().server_per_minute, clock=lambda: now[0])  # what PlayHub.spend charges
+    budget = FairShare(PlayConfig().server_per_minute, clock=lambda: now[0])  # what PlayHub charges (ModelBudget)
     quota = Quota(3, PlayConfig().open_total)
     parties = [(attacker_address(a), f"attacker{a}-{h}") for a in range(addresses) for h in range(handles)]
     playing = {token for _, token in parties[: quota.open_total]}  # the rest hold no open episode: no turn of theirs spends

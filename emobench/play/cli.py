@@ -64,7 +64,7 @@ async def open_hub(config: RunConfig, seat: Seat, run_dir: Path, *, force: bool 
     from emobench.judging.mdep import judge_turn
     from emobench.judging.stage import bind_panel
     from emobench.play.guards import Guard
-    from emobench.play.limits import FairShare, Quota
+    from emobench.play.limits import ModelBudget, Quota
     from emobench.play.rebuild import Bound
     from emobench.play.recovery import repair
     from emobench.play.server import STATIC, TEMPLATES, make_app
@@ -126,7 +126,7 @@ async def open_hub(config: RunConfig, seat: Seat, run_dir: Path, *, force: bool 
         quota = Quota(play.open_per_player, play.open_total, play.handles_per_address, play.open_per_address,
                       play.idle_expire_s, play.evict_idle_s)
         hub = PlayHub(store, Bound(world, subjects, prompts, config.limits(), provenance), seat, cases, config.seeds[0], quota,
-                      FairShare(play.server_per_minute))
+                      ModelBudget(play.server_per_minute))
         yield hub, make_app(hub, Guard(play, store))
 
 

@@ -78,6 +78,18 @@ class FairShare:
         return True
 
 
+class ModelBudget(FairShare):
+    """play.server_per_minute: the starts, turns and leaves that reach a model, shared fairly among players.
+    Charged only for a start the quota admits and a turn or leave of an open episode, so its parties are
+    players with room to play, however many handles ask (reads and refused requests never draw on it)."""
+
+    def spend(self, player: str) -> None:
+        if not self.allow(player):
+            raise PlayError(f"the server is busy: at most {self.limit} starts, turns and leaves a minute, "
+                            "shared fairly among players (play.server_per_minute, --server-per-minute); "
+                            "try again in a minute", status=429)
+
+
 def party(address: str) -> str:
     """The network a client address belongs to (/24 of IPv4, /64 of IPv6): one machine, or one site,
     can hold many addresses of it, so what is shared fairly is shared per network."""

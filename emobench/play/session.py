@@ -24,7 +24,7 @@ from emobench.episode.roles import WorldRoles
 from emobench.episode.stepper import EpisodeState, now, subject_conversation
 from emobench.play import journal
 from emobench.play.journal import JournalHead, JournalResume, JournalStop, JournalTurn
-from emobench.play.limits import Addresses, FairShare, Quota, ServerFull
+from emobench.play.limits import Addresses, ModelBudget, Quota, ServerFull
 from emobench.play.live import MAX_MESSAGE, MODEL_FAULTS, RETRY, Live, expired_note, model_fault
 from emobench.play.rebuild import Bound, fork, human_reply, open_state, rebuild
 from emobench.play.store import Deleted, Player, PlayError, PlayStore, token_hash
@@ -36,7 +36,7 @@ Seat = Literal["user", "subject"]
 
 class PlayHub:
     def __init__(self, store: PlayStore, bound: Bound, seat: Seat, cases: list[Case], base_seed: int, quota: Quota,
-                 budget: FairShare) -> None:
+                 budget: ModelBudget) -> None:
         self.store, self.bound, self.seat, self.base_seed, self.quota = store, bound, seat, base_seed, quota
         self.budget = budget  # play.server_per_minute: starts, turns and leaves, shared fairly among players
         self.cases = {case.id: case for case in cases}
@@ -102,7 +102,7 @@ class PlayHub:
                         break
                 else:
                     raise
-        self.spend(player)
+        self.budget.spend(player.token_sha256)
         seed = self.store.free_seed(label, case.id, self.base_seed)
         head = JournalHead(
             episode_id=secrets.token_hex(8), token_sha256=player.token_sha256, player=player.name, seat=self.seat,
@@ -178,7 +178,7 @@ class PlayHub:
             if request is not None and request in live.requests:  # sent again after a restart: played once
                 return live
             self._check_open(live)
-            self.spend(player)
+            self.budget.spend(player.token_sha256)
             text = message.strip()
             if len(text) > MAX_MESSAGE:
                 raise PlayError(f"a message holds at most {MAX_MESSAGE} characters")
@@ -209,7 +209,7 @@ class PlayHub:
             if request is not None and request in live.requests:
                 return live
             self._check_open(live)
-            self.spend(player)
+            self.budget.spend(player.token_sha256)
             waited = round(time.monotonic() - live.shown_at, 3)
             if self.seat == "subject" and message.strip():
                 raise PlayError("your reply is not sent: send it first, or clear it to end without it", status=409)
@@ -279,15 +279,6 @@ class PlayHub:
             self.locks.pop(episode_id, None)  # what still waits holds it; what comes later sees the tombstone
 
     # --- the steps -----------------------------------------------------------------------
-    def spend(self, player: Player) -> None:
-        """Charge the server's budget for a request that reaches a model: only a start the quota admits and
-        a turn or leave of an open episode, so its parties are players with room to play, however many
-        handles ask (a player's reads and refused requests never draw on it)."""
-        if not self.budget.allow(player.token_sha256):
-            raise PlayError(f"the server is busy: at most {self.budget.limit} starts, turns and leaves a minute, "
-                            "shared fairly among players (play.server_per_minute, --server-per-minute); "
-                            "try again in a minute", status=429)
-
     def _check_open(self, live: Live) -> None:
         if live.expired:
             raise PlayError(expired_note(self.quota.idle_expire_s, self.quota.evict_idle_s))
