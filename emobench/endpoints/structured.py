@@ -36,6 +36,20 @@ VLLM_BOUNDED_SERVER_ARGS = (
 
 
 @functools.cache
+def load_json_object(text: str, finish_reason: str | None) -> dict[str, Any]:
+    """The reply as a JSON object, or ValueError naming the fault: the first step of every parser."""
+    # A reply cut at max_tokens may still parse (a closed prefix); it is not what the model meant.
+    if finish_reason == "length":
+        raise ValueError("truncated: the response hit max_tokens")
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
+
+
 def _bounds() -> tuple[int, Mapping[str, int], Mapping[str, int]]:
     data = yaml.safe_load(BOUNDS_FILE.read_text(encoding="utf-8"))
     return int(data["default_max_chars"]), dict(data["fields"]), dict(data.get("min_chars") or {})

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Final, get_args
 
+from emobench.endpoints.structured import load_json_object
 from emobench.episode.guidance import guidance_words
-from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
+from emobench.episode.roles import RoleCaller, derive_seed
 from emobench.prompts import PromptTemplate
 from emobench.records import DirectorAction, Limits, ModelCall
 from emobench.registry import Case

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
+from emobench.endpoints.structured import load_json_object
+from emobench.episode.roles import RoleCaller, derive_seed
 from emobench.prompts import PromptTemplate
 from emobench.records import ModelCall, ProbeAnswer
 from emobench.registry.models import AXES, THRESHOLDS, TRAITS

@@ -11,8 +11,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import orjson
-
 from emobench.prompts import PromptTemplate
 from emobench.records import ModelCall, RoleInfo, TurnJudgement
 from emobench.registry import Case
@@ -24,20 +22,6 @@ if TYPE_CHECKING:
 CallFn = Callable[[list[dict[str, str]], int, "dict[str, Any] | None"], Awaitable[Any]]
 
 T = TypeVar("T")
-
-
-def load_json_object(text: str, finish_reason: str | None) -> dict[str, Any]:
-    """The reply as a JSON object, or ValueError naming the fault: the first step of every parser."""
-    # A reply cut at max_tokens may still parse (a closed prefix); it is not what the model meant.
-    if finish_reason == "length":
-        raise ValueError("truncated: the response hit max_tokens")
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    return data
 
 
 @dataclass(frozen=True)

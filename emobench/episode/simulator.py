@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emobench.episode.roles import load_json_object
+from emobench.endpoints.structured import load_json_object
 from emobench.prompts import PromptTemplate
 from emobench.records import UserMove
 from emobench.registry import Case

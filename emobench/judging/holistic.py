@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
+from emobench.endpoints.structured import load_json_object
+from emobench.episode.roles import RoleCaller, derive_seed
 from emobench.prompts import PromptTemplate
 from emobench.records import HOLISTIC_DIMENSIONS, DimScore, Episode, HolisticVerdict, ModelCall
 from emobench.registry import Case

@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
+from emobench.endpoints.structured import load_json_object
+from emobench.episode.roles import RoleCaller, derive_seed
 from emobench.prompts import PromptTemplate
 from emobench.records import ModelCall
 from emobench.registry import Case, IEDRLevels

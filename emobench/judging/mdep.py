@@ -10,7 +10,8 @@ import asyncio
 from functools import cache
 from typing import Any
 
-from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
+from emobench.endpoints.structured import load_json_object
+from emobench.episode.roles import RoleCaller, derive_seed
 from emobench.prompts import PromptTemplate
 from emobench.records import AxisLevel, JudgeVerdict, ModelCall, TurnJudgement
 from emobench.registry import Case

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import pyarrow as pa
 
-from emobench.episode.roles import RoleCaller, derive_seed, load_json_object
+from emobench.endpoints.structured import load_json_object
+from emobench.episode.roles import RoleCaller, derive_seed
 from emobench.prompts import PromptTemplate
 from emobench.records import Episode, ModelCall, PairwiseVerdict
 from emobench.registry import Case

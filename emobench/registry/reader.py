@@ -24,7 +24,7 @@ from emobench.config import RoleConfig
 from emobench.endpoints.binding import parse_binding
 from emobench.endpoints.client import ChatEndpoint
 from emobench.endpoints.pool import EndpointPool
-from emobench.episode.roles import load_json_object
+from emobench.endpoints.structured import load_json_object
 from emobench.errors import EndpointError, InputError
 from emobench.prompts import ROOT, PromptTemplate, load_template
 from emobench.records import Sampling
