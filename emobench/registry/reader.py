@@ -1,4 +1,4 @@
-"""A reader for meaning (`emobench scenarios validate --reader BINDING`, issue 53): a model reads
+"""A reader for meaning (`emobench scenarios validate --reader BINDING`): a model reads
 each case's prose against its persona's facts and needs (prompts/reader.j2) and returns
 structured findings, one line each naming file and field.
 
