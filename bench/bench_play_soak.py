@@ -51,6 +51,7 @@ def main() -> None:
           f"statuses {dict(sorted(figures.statuses.items()))}")
     print(f"run directory: {found['episodes']} episodes recorded and judged once each, {found['journals']} journals; "
           f"lost {found['lost']}, resurrected {found['resurrected']}; repairs on the last restart: {len(notes)}")
+    print(figures.summary())  # latencies per kind, and what became of each attacker's requests and sockets
     for problem in [*figures.problems, *soak.lost, *soak.back, *notes]:
         print("PROBLEM:", problem)
     print(load_line())
