@@ -61,20 +61,26 @@ def _call(client: Api, url_file: Path, tally: Tally, kind: str, method: str, pat
     return status, data
 
 
-# --- a client spread over many addresses -----------------------------------------------------
-
-def spread_client(url_file: Path, stop: Any, out: Any, seed: int, addresses: int = 50, threads: int = 6) -> None:
-    """From `addresses` addresses at once: every address joins as many handles as it may and floods
-    their links, unknown links, joins and pages, as fast as `threads` connections allow."""
+def _in_threads(loop: Any, url_file: Path, stop: Any, sources: list[str], seed: int,
+                threads: int) -> dict[str, Counter[int]]:
+    """Run `loop` on `threads` threads, each over its share of `sources`, until stopped; their statuses."""
     tally = Tally()
-    sources = [f"127.0.4.{n}" for n in range(1, addresses + 1)]
-    workers = [threading.Thread(target=_spread, args=(url_file, stop, tally, sources[n::threads], seed + n))
+    workers = [threading.Thread(target=loop, args=(url_file, stop, tally, sources[n::threads], seed + n))
                for n in range(threads)]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join()
-    out.put(("spread", tally.statuses))
+    return tally.statuses
+
+
+# --- a client spread over many addresses -----------------------------------------------------
+
+def spread_client(url_file: Path, stop: Any, out: Any, seed: int, addresses: int = 50, threads: int = 6) -> None:
+    """From `addresses` addresses at once: every address joins as many handles as it may and floods
+    their links, unknown links, joins and pages, as fast as `threads` connections allow."""
+    sources = [f"127.0.4.{n}" for n in range(1, addresses + 1)]
+    out.put(("spread", _in_threads(_spread, url_file, stop, sources, seed, threads)))
 
 
 def _spread(url_file: Path, stop: Any, tally: Tally, sources: list[str], seed: int) -> None:
@@ -108,15 +114,8 @@ def squatter(url_file: Path, stop: Any, out: Any, seed: int, addresses: int = 30
     """Joins from `addresses` addresses and starts as many episodes as it is let, then never plays
     them: open episodes held to keep others from starting (30 addresses at 10 each would hold 300), from
     a network each, so that no network of it holds many."""
-    tally = Tally()
     sources = [f"127.5.{n}.1" for n in range(1, addresses + 1)]
-    workers = [threading.Thread(target=_squat, args=(url_file, stop, tally, sources[n::threads], seed + n))
-               for n in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    out.put(("squatter", tally.statuses))
+    out.put(("squatter", _in_threads(_squat, url_file, stop, sources, seed, threads)))
 
 
 def _squat(url_file: Path, stop: Any, tally: Tally, sources: list[str], seed: int) -> None:
