@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
 from scipy import stats
 
@@ -40,8 +41,9 @@ class Estimate:
     se: float
     low: float
     high: float
-    influence: dict[Hashable, float]
-    clustered: bool
+    influence: pd.Series  # cluster -> ψ_c
+    clustered: bool  # some cluster holds more than one episode
+    named: bool  # the clusters were given (cases): another estimate's clusters of the same name are shared
     weight: float = 0.0  # λ: 0 for people-only, the tuned PPI++ weight for the anchored estimate
 
 
@@ -66,40 +68,36 @@ def least_variance_weight(y: NDArray[np.float64], f_labelled: NDArray[np.float64
     return float(np.clip(cov / var, 0.0, 1.0)) if var > 0 else 0.0
 
 
-def _interval(mean: float, influence: dict[Hashable, float], sizes: dict[Hashable, int], alpha: float,
+def _interval(mean: float, influence: pd.Series, clustered: bool, alpha: float, named: bool,
               weight: float = 0.0) -> Estimate:
-    psi = np.array(list(influence.values()))
-    groups = len(psi)
-    clustered = any(size > 1 for size in sizes.values())
-    var = float(np.sum(psi**2)) * (groups / (groups - 1) if clustered and groups > 1 else 1.0)
+    groups = len(influence)
+    var = float(np.sum(influence.to_numpy() ** 2)) * (groups / (groups - 1) if clustered and groups > 1 else 1.0)
     se = float(np.sqrt(var))
     z = float(stats.norm.ppf(1 - alpha / 2))
-    return Estimate(mean, se, mean - z * se, mean + z * se, influence, clustered, weight)
+    return Estimate(mean, se, mean - z * se, mean + z * se, influence, clustered, named, weight)
 
 
-def _sizes(*cluster_lists: Sequence[Hashable]) -> dict[Hashable, int]:
-    sizes: dict[Hashable, int] = {}
-    for clusters in cluster_lists:
-        for c in clusters:
-            sizes[c] = sizes.get(c, 0) + 1
-    return sizes
+def _influence(values: NDArray[np.float64], clusters: Sequence[Hashable]) -> pd.Series:
+    """Each cluster's share of Σ (v − mean(v)) / len(v)."""
+    centred = (values - values.mean()) / len(values)
+    if isinstance(clusters, range):  # an episode a cluster
+        return pd.Series(centred, index=pd.RangeIndex(clusters.start, clusters.stop))
+    return pd.Series(centred).groupby(pd.Index(clusters), sort=False).sum()
 
 
-def _influence(values: NDArray[np.float64], clusters: Sequence[Hashable], scale: float,
-               into: dict[Hashable, float]) -> None:
-    """Add each cluster's share of Σ (v − mean(v)) / len(v), times `scale`."""
-    centred = (values - values.mean()) / len(values) * scale
-    for c, v in zip(clusters, centred, strict=True):
-        into[c] = into.get(c, 0.0) + float(v)
+def _clustered(*cluster_lists: Sequence[Hashable]) -> bool:
+    """Whether some cluster holds more than one episode."""
+    if all(isinstance(clusters, range) for clusters in cluster_lists):
+        return False
+    labels = pd.Index([c for clusters in cluster_lists for c in clusters])
+    return not labels.is_unique
 
 
 def people_mean(y: Sequence[float], clusters: Sequence[Hashable] | None = None, alpha: float = 0.05) -> Estimate:
     """The rated episodes alone: their mean and its (clustered) normal interval."""
     values = np.asarray(y, dtype=float)
-    keys = list(clusters) if clusters is not None else list(range(len(values)))
-    influence: dict[Hashable, float] = {}
-    _influence(values, keys, 1.0, influence)
-    return _interval(float(values.mean()), influence, _sizes(keys), alpha)
+    keys: Sequence[Hashable] = list(clusters) if clusters is not None else range(len(values))
+    return _interval(float(values.mean()), _influence(values, keys), _clustered(keys), alpha, clusters is not None)
 
 
 def anchored_mean(
@@ -115,8 +113,12 @@ def anchored_mean(
     yl, fl, fu = (np.asarray(v, dtype=float) for v in (y, f_labelled, f_unlabelled))
     if not (len(yl) == len(fl) >= 2 and len(fu) >= 1):
         raise ValueError("an anchored mean needs at least two rated episodes and one more the panel scored")
-    lab = list(clusters_labelled) if clusters_labelled is not None else [("L", i) for i in range(len(yl))]
-    unl = list(clusters_unlabelled) if clusters_unlabelled is not None else [("U", j) for j in range(len(fu))]
+    if (clusters_labelled is None) != (clusters_unlabelled is None):
+        raise ValueError("give the clusters of both the labelled and the unlabelled episodes, or of neither")
+    named = clusters_labelled is not None and clusters_unlabelled is not None
+    lab: Sequence[Hashable] = list(clusters_labelled) if named and clusters_labelled is not None else range(len(yl))
+    unl: Sequence[Hashable] = (list(clusters_unlabelled) if named and clusters_unlabelled is not None
+                               else range(len(yl), len(yl) + len(fu)))
     if weight == "ppi_py":
         lam = tuned_weight(yl, fl, fu)
     elif weight == "least-variance":
@@ -124,14 +126,11 @@ def anchored_mean(
     else:
         lam = float(weight)
     # each cluster's influence ψ_c = a_c − λ·b_c: a from the ratings, b from the panel's scores on both sides
-    a: dict[Hashable, float] = {}
-    b: dict[Hashable, float] = {}
-    _influence(yl, lab, 1.0, a)
-    _influence(fl, lab, 1.0, b)
-    _influence(fu, unl, -1.0, b)
+    a = _influence(yl, lab)
+    b = _influence(fl, lab).sub(_influence(fu, unl), fill_value=0.0)
+    influence = a.sub(lam * b, fill_value=0.0)
     mean = float(np.mean(yl - lam * fl) + lam * np.mean(fu))
-    influence = {c: a.get(c, 0.0) - lam * b.get(c, 0.0) for c in {*a, *b}}
-    return _interval(mean, influence, _sizes(lab, unl), alpha, lam)
+    return _interval(mean, influence, _clustered(lab, unl), alpha, named, lam)
 
 
 def panel_mean(f: Sequence[float], clusters: Sequence[Hashable] | None = None, alpha: float = 0.05) -> Estimate:
@@ -140,10 +139,13 @@ def panel_mean(f: Sequence[float], clusters: Sequence[Hashable] | None = None, a
 
 
 def difference(a: Estimate, b: Estimate, alpha: float = 0.05) -> Estimate:
-    """a − b, its variance from the difference of the two estimates' influences per shared cluster."""
-    influence = {c: a.influence.get(c, 0.0) - b.influence.get(c, 0.0) for c in {*a.influence, *b.influence}}
-    sizes = {c: 2 if a.clustered or b.clustered else 1 for c in influence}
-    return _interval(a.mean - b.mean, influence, sizes, alpha)
+    """a − b, its variance from the difference of the two estimates' influences per shared cluster
+    (estimates without named clusters are independent: their variances add)."""
+    if a.named and b.named:
+        influence = a.influence.sub(b.influence, fill_value=0.0)
+    else:
+        influence = pd.Series(np.concatenate([a.influence.to_numpy(), -b.influence.to_numpy()]))
+    return _interval(a.mean - b.mean, influence, a.clustered or b.clustered, alpha, a.named and b.named)
 
 
 def effective_ratings(people: Estimate, anchored: Estimate, n: int) -> float:
