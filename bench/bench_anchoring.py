@@ -127,7 +127,8 @@ def study(y: NDArray[np.float64], f: NDArray[np.float64], clusters: Sequence[str
 
 def table(name: str, truth: float, rows: list[dict[str, Any]]) -> str:
     lines = [f"\n{name} (human mean {truth:.3f})\n",
-             "| predictor | n | anchored covers | people only covers | width vs people only | λ (median) | worth (human ratings) | panel only: covers, off by |",
+             "| predictor | n | anchored covers | people only covers | width vs people only | λ (median) "
+             "| worth (human ratings) | panel only: covers, off by |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         lines.append(f"| {r['predictor']} | {r['n']} | {100 * r['coverage_anchored']:.1f}% | {100 * r['coverage_people']:.1f}% | "
