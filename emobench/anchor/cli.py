@@ -33,17 +33,14 @@ def anchor(
 ) -> None:
     """Put a run's holistic scores on people's scale: a few human ratings of its own episodes and the
     panel's scores of all of them give prediction-powered (PPI++) estimates and intervals."""
-    import pandas as pd
-
     from emobench.anchor.plan import draw_plan, plan_lines
-    from emobench.publish.runs import load_run
     from emobench.scoring.anchoring import anchor as estimate
-    from emobench.scoring.anchoring import differences, panel_table, read_ratings
+    from emobench.scoring.anchoring import differences, panel_scores, read_ratings
 
     with one_line_errors():
         if (ratings is None) == (plan is None):
             raise InputError("--ratings/--plan", "", "give one: --ratings FILE to estimate, or --plan N to draw")
-        scores = pd.concat([load_run(run).scores.to_pandas() for run in runs], ignore_index=True)
+        scores = panel_scores(runs)
         if plan is not None:
             text = plan_lines(draw_plan(scores, plan, seed, per_subject=not uniform))
             if out is None:
@@ -53,7 +50,7 @@ def anchor(
                 typer.echo(f"{plan} episodes to rate written to {out}", err=True)
             return
         assert ratings is not None
-        known = set(panel_table(scores).key)
+        known = set(scores.key)
         rated = read_ratings(ratings, known)
         unrated = _check_plan(planned, rated) if planned is not None else None
         results = estimate(scores, rated, alpha, ratings)

@@ -11,21 +11,22 @@ import numpy as np
 import pandas as pd
 
 from emobench.errors import InputError
-from emobench.scoring.anchoring import episode_key
 
 
-def draw_plan(scores: pd.DataFrame, n: int, seed: int, per_subject: bool = True) -> list[dict[str, object]]:
-    """n episodes drawn without replacement: per subject as evenly as n allows (each subject's estimate
-    then rests on its own random sample), or uniformly over all episodes."""
-    keys = sorted(episode_key(s, c, int(d)) for s, c, d in zip(scores.subject, scores.case_id, scores.seed, strict=True))
+def draw_plan(table: pd.DataFrame, n: int, seed: int, per_subject: bool = True) -> list[dict[str, object]]:
+    """n episodes of `table` (emobench.scoring.anchoring.panel_scores) drawn without replacement: per
+    subject as evenly as n allows (each subject's estimate then rests on its own random sample), or
+    uniformly over all episodes."""
+    subject_of = dict(zip(table.key, table.subject, strict=True))
+    keys = sorted(subject_of)
     if not 1 <= n <= len(keys):
         raise InputError("--plan", "", f"{n} episodes asked for; the runs hold {len(keys)}")
     rng = np.random.default_rng(seed)
     if per_subject:
-        subjects = sorted({k.split("|")[0] for k in keys})
+        subjects = sorted(set(subject_of.values()))
         chosen: list[str] = []
         for i, subject in enumerate(subjects):
-            theirs = [k for k in keys if k.split("|")[0] == subject]
+            theirs = [k for k in keys if subject_of[k] == subject]
             take = min(len(theirs), n // len(subjects) + (i < n % len(subjects)))
             chosen += [theirs[j] for j in sorted(rng.choice(len(theirs), take, replace=False))]
     else:

@@ -14,19 +14,18 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 
 from emobench.publish.runs import Run
-from emobench.scoring.anchoring import DIMENSIONS, anchor, read_ratings
+from emobench.scoring.anchoring import DIMENSIONS, anchor, panel_scores, read_ratings
 
 ALPHA = 0.05
 
 
 def add_anchored(table: pa.Table, runs: Sequence[Run], ratings_path: Path) -> pa.Table:
-    scores = pd.concat([run.scores.to_pandas() for run in runs], ignore_index=True)
-    known = {f"{s}|{c}|{d}" for s, c, d in zip(scores.subject, scores.case_id, scores.seed, strict=True)}
-    results = {(r.subject, r.dimension): r for r in anchor(scores, read_ratings(ratings_path, known), ALPHA, ratings_path)}
+    scores = panel_scores([run.path for run in runs])
+    results = {(r.subject, r.dimension): r for r in anchor(scores, read_ratings(ratings_path, set(scores.key)), ALPHA,
+                                                         ratings_path)}
     rows = table.select(["slice_family", "subject"]).to_pylist()
     overall = [r["slice_family"] == "overall" for r in rows]
     for dim in DIMENSIONS:

@@ -2,7 +2,7 @@
 
 A ratings file is JSONL, one line per rated episode (docs/anchor.md):
 
-    {"episode": "<subject>|<case_id>|<seed>", "ratings": {"<rater>": {"empathy": 7, "overall": 6, ...}}}
+    {"episode": "<episode key>", "ratings": {"<rater>": {"empathy": 7, "overall": 6, ...}}}
 
 on the holistic rubric's dimensions, 1–10, and `overall` where raters give one. An episode's human
 score on a dimension is the mean over its raters. `overall` is set against the panel's mean of the
@@ -23,7 +23,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from emobench.errors import InputError
-from emobench.records import HOLISTIC_DIMENSIONS
+from emobench.records import HOLISTIC_DIMENSIONS, EpisodeJudgement, mean_scores
+from emobench.rundir import RunDir, read_records
 from emobench.scoring.ppi import Estimate, anchored_mean, difference, effective_ratings, panel_mean, people_mean
 
 DIMENSIONS = (*HOLISTIC_DIMENSIONS, "overall")
@@ -37,10 +38,6 @@ class RatedEpisode(BaseModel):
 
     episode: str = Field(min_length=1)
     ratings: dict[str, dict[str, int]] = Field(min_length=1)  # rater -> dimension -> 1..10
-
-
-def episode_key(subject: str, case_id: str, seed: int) -> str:
-    return f"{subject}|{case_id}|{seed}"
 
 
 def read_ratings(path: Path, known: set[str] | None = None) -> dict[str, dict[str, float]]:
@@ -60,7 +57,7 @@ def read_ratings(path: Path, known: set[str] | None = None) -> dict[str, dict[st
             raise InputError(path, f"line {n}: {'.'.join(str(p) for p in err['loc']) or 'json'}", err["msg"]) from None
         if known is not None and item.episode not in known:
             raise InputError(path, f"line {n}: episode", f"{item.episode!r} is no episode of the runs given "
-                             "(keys are subject|case_id|seed: `emobench show RUN` lists them)")
+                             "(keys are subject|case_id|seed, and |human:<handle> where a person played)")
         episode = scores.setdefault(item.episode, {})
         for rater, given in item.ratings.items():
             for dim, score in given.items():
@@ -105,18 +102,29 @@ class Anchored:
                 "effective_human_ratings": self.effective_n}
 
 
-def panel_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """Episode key, subject, case and the panel's score per dimension (overall: the four's mean)."""
-    table = scores[["subject", "case_id", "seed", *HOLISTIC_DIMENSIONS]].copy()
-    table["key"] = [episode_key(s, c, int(d)) for s, c, d in zip(table.subject, table.case_id, table.seed, strict=True)]
+def panel_scores(run_dirs: Sequence[Path]) -> pd.DataFrame:
+    """One row per judged episode of the runs: its key, subject, case and the panel's holistic means
+    (the last judgement of each episode, as the run's scores take it); `overall` is the four's mean."""
+    rows = []
+    for run_dir in run_dirs:
+        rd = RunDir(run_dir)
+        if not rd.episodes.exists():
+            raise InputError(rd.episodes, "", "file not found: not a run directory")
+        judged = {j.key: j for j in read_records(rd.judgements, EpisodeJudgement)} if rd.judgements.exists() else {}
+        for episode in rd.iter_episodes():
+            judgement = judged.get(episode.key)
+            holistic = mean_scores(judgement.holistic) if judgement else dict.fromkeys(HOLISTIC_DIMENSIONS)
+            rows.append({"key": episode.key, "subject": episode.subject, "case_id": episode.case_id, **holistic})
+    table = pd.DataFrame(rows, columns=["key", "subject", "case_id", *HOLISTIC_DIMENSIONS]).astype(
+        dict.fromkeys(HOLISTIC_DIMENSIONS, float))
     table["overall"] = table[list(HOLISTIC_DIMENSIONS)].mean(axis=1, skipna=False)
     return table
 
 
-def anchor(scores: pd.DataFrame, ratings: dict[str, dict[str, float]], alpha: float = 0.05,
+def anchor(table: pd.DataFrame, ratings: dict[str, dict[str, float]], alpha: float = 0.05,
            source: str | Path = "ratings") -> list[Anchored]:
-    """Per subject and dimension: people-only, panel-only and anchored estimates over the run's episodes."""
-    table = panel_table(scores)
+    """Per subject and dimension: people-only, panel-only and anchored estimates over the episodes of
+    `table` (panel_scores)."""
     if table.key.duplicated().any():
         raise InputError(source, "", f"episode {table.key[table.key.duplicated()].iloc[0]!r} is in two of the runs given")
     rated = set(ratings) & set(table.key)
