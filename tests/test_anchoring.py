@@ -198,7 +198,7 @@ def test_ratings_outside_the_plan_or_too_few_are_refused(rated_run: tuple[Path, 
     assert code == 2 and "2 rated episode(s) are not in the plan" in err, err
     one = _write_ratings(tmp_path / "one.jsonl", people, keys[:1])
     code, _, err = emobench("anchor", str(run), "--ratings", str(one))
-    assert code == 2 and "no subject has two rated episodes" in err, err
+    assert code == 2 and "no subject has rated episodes from two cases" in err, err
     code, _, err = emobench("anchor", str(run))
     assert code == 2 and "give one" in err, err
 

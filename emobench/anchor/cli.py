@@ -55,7 +55,8 @@ def anchor(
         unrated = _check_plan(planned, rated) if planned is not None else None
         results = estimate(scores, rated, alpha, ratings)
         if not results:
-            raise InputError(ratings, "", "no subject has two rated episodes and one unrated on any dimension")
+            raise InputError(ratings, "", "no subject has rated episodes from two cases or more and one episode unrated, "
+                             "on any dimension")
         pairs = differences(results, alpha)
         _print(results, pairs, alpha, unrated)
         if json_out is not None:

@@ -29,6 +29,7 @@ from emobench.scoring.ppi import Estimate, anchored_mean, difference, effective_
 
 DIMENSIONS = (*HOLISTIC_DIMENSIONS, "overall")
 SCALE = (1, 10)
+MIN_CASES = 2  # rated episodes from fewer cases give no interval (their clustered variance is 0)
 
 
 class RatedEpisode(BaseModel):
@@ -38,6 +39,7 @@ class RatedEpisode(BaseModel):
 
     episode: str = Field(min_length=1)
     ratings: dict[str, dict[str, int]] = Field(min_length=1)  # rater -> dimension -> 1..10
+    rated_at: str | None = None  # when (emobench play writes it)
 
 
 def read_ratings(path: Path, known: set[str] | None = None) -> dict[str, dict[str, float]]:
@@ -136,7 +138,8 @@ def anchor(table: pd.DataFrame, ratings: dict[str, dict[str, float]], alpha: flo
             scored = group[group[dim].notna()]
             labelled = scored[scored.key.map(lambda k, d=dim: d in ratings.get(k, {}))]
             unlabelled = scored[~scored.key.isin(labelled.key)]
-            if len(labelled) < 2 or unlabelled.empty:
+            # a clustered variance needs two cases at least; with one it would read 0
+            if labelled.case_id.nunique() < MIN_CASES or unlabelled.empty:
                 continue
             y = [ratings[k][dim] for k in labelled.key]
             out.append(Anchored(
