@@ -24,7 +24,8 @@ REFERENCE = json.loads((Path(__file__).parent / "data" / "ppi_reference.json").r
 def test_the_estimator_is_ppi_py_s_to_1e_9(case: dict) -> None:
     for fig in case["figures"]:
         weight = "ppi_py" if fig["lam"] is None else fig["lam"]
-        got = anchored_mean(case["y"], case["f_labelled"], case["f_unlabelled"], alpha=fig["alpha"], weight=weight)
+        got = anchored_mean(case["y"], case["f_labelled"], case["f_unlabelled"], alpha=fig["alpha"], weight=weight,
+                            quantile="normal")
         assert got.mean == pytest.approx(fig["point"], abs=1e-9)
         assert (got.low, got.high) == pytest.approx((fig["low"], fig["high"]), abs=1e-9)
 
@@ -61,6 +62,7 @@ def test_weight_zero_is_the_people_only_interval_and_singleton_clusters_change_n
     y, fl, fu = data
     people = people_mean(y)
     zero = anchored_mean(y, fl, fu, weight=0.0)
+    assert people.df == zero.df == len(y) - 1
     assert (zero.mean, zero.low, zero.high) == pytest.approx((people.mean, people.low, people.high), abs=1e-9)
     named = anchored_mean(y, fl, fu, [f"l{i}" for i in range(len(y))], [f"u{j}" for j in range(len(fu))])
     assert (named.low, named.high) == pytest.approx((anchored_mean(y, fl, fu).low, anchored_mean(y, fl, fu).high))

@@ -23,6 +23,7 @@ docs/method.md ("Scores anchored to people") has the derivation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -31,6 +32,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from scipy import stats
+
+Quantile = Literal["t", "normal"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Estimate:
     influence: pd.Series  # cluster -> ψ_c
     clustered: bool  # some cluster holds more than one episode
     named: bool  # the clusters were given (cases): another estimate's clusters of the same name are shared
+    df: float  # of the t quantile the interval used (inf: the normal quantile)
     weight: float = 0.0  # λ: 0 for people-only, the tuned PPI++ weight for the anchored estimate
 
 
@@ -68,13 +72,19 @@ def least_variance_weight(y: NDArray[np.float64], f_labelled: NDArray[np.float64
     return float(np.clip(cov / var, 0.0, 1.0)) if var > 0 else 0.0
 
 
-def _interval(mean: float, influence: pd.Series, clustered: bool, alpha: float, named: bool,
+def _interval(mean: float, influence: pd.Series, clustered: bool, alpha: float, named: bool, df: float,
               weight: float = 0.0) -> Estimate:
+    """`df`: the degrees of freedom of Student's t quantile; inf for the normal one."""
     groups = len(influence)
     var = float(np.sum(influence.to_numpy() ** 2)) * (groups / (groups - 1) if clustered and groups > 1 else 1.0)
     se = float(np.sqrt(var))
-    z = float(stats.norm.ppf(1 - alpha / 2))
-    return Estimate(mean, se, mean - z * se, mean + z * se, influence, clustered, named, weight)
+    q = float(stats.norm.ppf(1 - alpha / 2) if math.isinf(df) else stats.t.ppf(1 - alpha / 2, max(df, 1.0)))
+    return Estimate(mean, se, mean - q * se, mean + q * se, influence, clustered, named, df, weight)
+
+
+def _df(quantile: Quantile, rated: Sequence[Hashable]) -> float:
+    """Student's t with one less than the rated clusters (episodes, or cases), or the normal quantile."""
+    return math.inf if quantile == "normal" else float(pd.Index(rated).nunique() - 1)
 
 
 def _influence(values: NDArray[np.float64], clusters: Sequence[Hashable]) -> pd.Series:
@@ -93,17 +103,20 @@ def _clustered(*cluster_lists: Sequence[Hashable]) -> bool:
     return not labels.is_unique
 
 
-def people_mean(y: Sequence[float], clusters: Sequence[Hashable] | None = None, alpha: float = 0.05) -> Estimate:
-    """The rated episodes alone: their mean and its (clustered) normal interval."""
+def people_mean(y: Sequence[float], clusters: Sequence[Hashable] | None = None, alpha: float = 0.05,
+                quantile: Quantile = "t") -> Estimate:
+    """The rated episodes alone: their mean and its (clustered) interval."""
     values = np.asarray(y, dtype=float)
     keys: Sequence[Hashable] = list(clusters) if clusters is not None else range(len(values))
-    return _interval(float(values.mean()), _influence(values, keys), _clustered(keys), alpha, clusters is not None)
+    return _interval(float(values.mean()), _influence(values, keys), _clustered(keys), alpha, clusters is not None,
+                     _df(quantile, keys))
 
 
 def anchored_mean(
     y: Sequence[float], f_labelled: Sequence[float], f_unlabelled: Sequence[float],
     clusters_labelled: Sequence[Hashable] | None = None, clusters_unlabelled: Sequence[Hashable] | None = None,
     alpha: float = 0.05, weight: float | Literal["least-variance", "ppi_py"] = "least-variance",
+    quantile: Quantile = "t",
 ) -> Estimate:
     """PPI++'s estimate of the human mean over labelled and unlabelled episodes, and its interval.
 
@@ -130,12 +143,13 @@ def anchored_mean(
     b = _influence(fl, lab).sub(_influence(fu, unl), fill_value=0.0)
     influence = a.sub(lam * b, fill_value=0.0)
     mean = float(np.mean(yl - lam * fl) + lam * np.mean(fu))
-    return _interval(mean, influence, _clustered(lab, unl), alpha, named, lam)
+    return _interval(mean, influence, _clustered(lab, unl), alpha, named, _df(quantile, lab), lam)
 
 
-def panel_mean(f: Sequence[float], clusters: Sequence[Hashable] | None = None, alpha: float = 0.05) -> Estimate:
+def panel_mean(f: Sequence[float], clusters: Sequence[Hashable] | None = None, alpha: float = 0.05,
+               quantile: Quantile = "t") -> Estimate:
     """The panel's own mean over every episode: what it says, not what people would (it misses by its bias)."""
-    return people_mean(f, clusters, alpha)
+    return people_mean(f, clusters, alpha, quantile)
 
 
 def difference(a: Estimate, b: Estimate, alpha: float = 0.05) -> Estimate:
@@ -145,7 +159,7 @@ def difference(a: Estimate, b: Estimate, alpha: float = 0.05) -> Estimate:
         influence = a.influence.sub(b.influence, fill_value=0.0)
     else:
         influence = pd.Series(np.concatenate([a.influence.to_numpy(), -b.influence.to_numpy()]))
-    return _interval(a.mean - b.mean, influence, a.clustered or b.clustered, alpha, a.named and b.named)
+    return _interval(a.mean - b.mean, influence, a.clustered or b.clustered, alpha, a.named and b.named, min(a.df, b.df))
 
 
 def effective_ratings(people: Estimate, anchored: Estimate, n: int) -> float:
