@@ -63,6 +63,14 @@ class ModelCall(Record):
     structured_output: str | None = None  # "portable" or "bounded" when a schema was sent
 
 
+class PairwiseCall(ModelCall):
+    """A pairwise judge's call with the (case, seed) whose episodes it compared, so that budgets
+    count it with that cell's episodes. None in runs written before it was recorded."""
+
+    case_id: str | None = None
+    episode_seed: int | None = None
+
+
 class UserMove(Record):
     """The user's move for one turn: the simulator's structured output, or a person's (`emobench play`)."""
 

@@ -145,6 +145,24 @@ def test_a_call_budget_stops_before_the_wave_that_would_pass_it(server: FakeOpen
     assert block["reason"] == "calls<=8: the next wave would pass it"
 
 
+def test_a_budgeted_run_counts_every_request_the_server_received(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    # Two subjects: the pairwise judge compares them after each wave, and its calls count too.
+    before = len(server.state.requests)
+    _run(_config(tmp_path / "c.yaml", server.base_url, "echo"), tmp_path, "both", "--stop-when", "calls<=30",
+         "--wave", "1")
+    received = len(server.state.requests) - before
+    rd = RunDir(tmp_path / "both")
+    block = rd.read_manifest()["adaptive"]
+    assert block["stopped"] and block["calls"] == received <= 30
+    assert any(r["body"]["response_format"]["json_schema"]["name"] == "pairwise_verdict"
+               for r in server.state.requests[before:])
+    accounted = rd.read_report()["accounting"]
+    live = [a["calls"] for key, a in accounted.items() if not key.split(":", 1)[1].startswith("scripted:")]
+    assert sum(live) == received  # the scripted subjects' replies are no model call
+    full = block["calls_full_estimate"]
+    assert full == round(received * CASES / block["cases_played"]) and block["calls_saved_estimate"] == full - received
+
+
 @pytest.mark.parametrize(("spec", "needle"), [
     ("half-width<=0", "must be positive"), ("half-width<=x", "not a positive number"), ("pair=a", "pair=A,B"),
     ("calls<=1.5", "whole number"), ("everything", "expected half-width<=H"), ("", "expected"),

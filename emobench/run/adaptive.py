@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 from emobench.config import Price, RunConfig
 from emobench.errors import InputError
 from emobench.profiles import load_profile
-from emobench.records import EpisodeJudgement
+from emobench.records import EpisodeJudgement, PairwiseCall
 from emobench.registry import Registry
 from emobench.run.stop_spec import FLAG, CallBudget, CostBudget, HalfWidth, PairResolved, PairsResolved, StopRule
 from emobench.rundir import RunDir, read_records
@@ -115,15 +115,18 @@ def case_values(rd: RunDir, registry: Registry, cells: set[Cell], profile: str, 
 
 
 def spent(rd: RunDir, prices: dict[str, Price], cells: set[Cell]) -> tuple[int, float]:
-    """Live model calls and their cost on the given cells: not answered from the response cache,
-    and not a scripted subject's reply (no model behind it). Only those cells, so that a run
-    resumed with more on disk than its waves reached does not count the rest."""
+    """Live model calls and their cost on the given cells: the episodes', their judgements' and the
+    pairwise judge's, not answered from the response cache, and not a scripted subject's reply
+    (no model behind it). Only those cells, so that a run resumed with more on disk than its
+    waves reached does not count the rest (a pairwise call recorded without its cell counts)."""
     calls, cost = 0, 0.0
     records = [e.calls for e in rd.read_episodes() if (e.case_id, e.seed) in cells]
     for j in read_records(rd.judgements, EpisodeJudgement):
         _, case, seed = j.key.rsplit("|", 2)
         if (case, int(seed)) in cells:
             records.append(j.calls)
+    records.append([c for c in read_records(rd.pairwise_calls, PairwiseCall)
+                    if c.case_id is None or (c.case_id, c.episode_seed) in cells])
     for call in (c for group in records for c in group if not c.cached and not c.model.startswith(REFERENCE_PREFIX)):
         calls += 1
         price = prices.get(call.label)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from emobench.config import Price, RoleConfig, RunConfig, resolve_panel
 from emobench.judging.pairwise import pairwise_table, verdicts_frame
 from emobench.profiles import DEFAULT_PROFILE, load_profile
-from emobench.records import Episode, EpisodeJudgement, PairwiseVerdict
+from emobench.records import Episode, EpisodeJudgement, ModelCall, PairwiseCall, PairwiseVerdict
 from emobench.registry import Registry
 from emobench.rundir import RunDir, read_records
 from emobench.scoring.agreement import original_judge_agreement, reliability
@@ -29,12 +29,14 @@ from emobench.trackers.pool import Reader, read_locally
 
 
 def accounting(
-    episodes: list[Episode], judgements: list[EpisodeJudgement] | None = None, prices: dict[str, Price] | None = None
+    episodes: list[Episode], judgements: list[EpisodeJudgement] | None = None, prices: dict[str, Price] | None = None,
+    pairwise: Sequence[ModelCall] = (),
 ) -> dict[str, Any]:
-    """Tokens per role and model, latency percentiles, and cost where the role has a price."""
+    """Tokens per role and model, latency percentiles, and cost where the role has a price: every
+    call, the episodes', their judgements' and the pairwise judge's."""
     tokens: dict[str, Counter[str]] = defaultdict(Counter)
     latencies: dict[str, list[float]] = defaultdict(list)
-    calls = [c for e in episodes for c in e.calls] + [c for j in judgements or [] for c in j.calls]
+    calls = [c for e in episodes for c in e.calls] + [c for j in judgements or [] for c in j.calls] + list(pairwise)
     for call in calls:
         key = f"{call.role}:{call.model}"
         price = (prices or {}).get(call.label)
@@ -151,7 +153,8 @@ def finalize_run(
         "counterfactual_spread": _spread(scores, registry),
         "validity": run_validity(scores, scored, origin.read_manifest().get("roles", {})),
         "faults": out.fault_counts(),  # logged as they happened, by every process on this run
-        "accounting": accounting(episodes, list(judgements.values()), _prices(config)),
+        "accounting": accounting(episodes, list(judgements.values()), _prices(config),
+                                 read_records(out.pairwise_calls, PairwiseCall)),
     }
     if origin_manifest.get("adaptive"):  # a --stop-when run or a sequential gate: when and why it stopped
         report["adaptive"] = origin_manifest["adaptive"]
