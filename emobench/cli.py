@@ -188,8 +188,9 @@ def run(
 
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
+        from emobench.run.accounting import summary_line
         from emobench.run.adaptive import stop_line
-        from emobench.run.finalize import finalize_run, summary_line
+        from emobench.run.finalize import finalize_run
         from emobench.run.flags import stop_plan
         from emobench.run.runner import ROOT, run_benchmark, run_registry
         from emobench.rundir import RunDir

@@ -52,8 +52,10 @@ class ModelCall(Record):
     sampling: Sampling
     seed: int
     template: str  # "name@version"
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # every prompt token, the cached and written ones among them
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # read from the provider's prompt cache, as its usage reports them
+    cache_write_tokens: int = 0  # written to it, where the provider bills that (Anthropic)
     latency_s: float = 0.0
     attempts: int = 1
     cached: bool = False

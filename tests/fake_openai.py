@@ -4,7 +4,9 @@ It answers the three kinds of call an episode makes (simulator, subject, MDEP ju
 looking at ``response_format``, and can inject 429s, 500s, timeouts, torn bodies and
 malformed JSON for a seeded share of requests. ``GET <prefix>/models`` lists ``models``; every
 request's headers are kept (POSTs in ``requests``, GETs in ``gets``), and with ``key`` set any
-request without that bearer key is answered 401.
+request without that bearer key is answered 401. With ``prompt_cache`` on it counts each prompt's
+tokens and reports, as OpenAI does, the cached ones: the longest prefix (from 1,024 tokens, in
+128-token blocks) shared with an earlier prompt to the same model.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from emobench.endpoints.prompt_cache import PrefixCache, prompt_tokens
 
 FAULTS = ("429", "500", "timeout", "truncated", "malformed")
 
@@ -105,6 +109,17 @@ class FakeState:
     key: str | None = None  # the bearer key it expects, if any
     open_models: bool = False  # GET /models answers without the key (as some hosts do)
     gets: list[dict[str, Any]] = field(default_factory=list)
+    prompt_cache: bool = False  # count prompt tokens and report OpenAI's cached_tokens
+    caches: dict[str, PrefixCache] = field(default_factory=dict)  # one per model, as a provider keeps them
+
+    def usage(self, body: dict[str, Any], completion: int) -> dict[str, Any]:
+        if not self.prompt_cache:
+            return {"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}
+        tokens = prompt_tokens(body["messages"])
+        with self.lock:
+            cached = self.caches.setdefault(str(body.get("model")), PrefixCache()).admit(tokens)
+        return {"prompt_tokens": len(tokens), "completion_tokens": completion, "total_tokens": len(tokens) + completion,
+                "prompt_tokens_details": {"cached_tokens": cached}}
 
     def pick_fault(self) -> str | None:
         with self.lock:
@@ -182,11 +197,7 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                     "object": "chat.completion",
                     "model": body.get("model"),
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                    "usage": {
-                        "prompt_tokens": 10,
-                        "completion_tokens": len(text.split()),
-                        "total_tokens": 10 + len(text.split()),
-                    },
+                    "usage": state.usage(body, len(text.split())),
                 }
             ).encode()
             if fault == "malformed":

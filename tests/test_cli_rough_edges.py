@@ -25,7 +25,7 @@ from emobench import cli
 from emobench.cli_support import progress_bar
 from emobench.config import PanelConfig, RoleConfig
 from emobench.endpoints.pool import EndpointPool
-from emobench.run.finalize import summary_line
+from emobench.run.accounting import summary_line
 from emobench.run.preflight import preflight
 from emobench.run.runner import ROOT
 from tests.conftest import Serve, write_config

@@ -22,6 +22,7 @@ from emobench.endpoints.client import (
     _retry_after,
     chat_params,
     key_refused,
+    prompt_cache_usage,
     retry_transient,
 )
 from emobench.endpoints.keys import NO_KEY, import_litellm, key_for, key_variable, litellm_call_params
@@ -36,6 +37,7 @@ def _litellm() -> Any:
 def _completion(resp: Any, latency: float, attempts: int) -> Completion:
     choice = resp.choices[0]
     usage = getattr(resp, "usage", None)
+    cached, written = prompt_cache_usage(usage)
     return Completion(
         text=choice.message.content or "",
         finish_reason=choice.finish_reason,
@@ -43,6 +45,8 @@ def _completion(resp: Any, latency: float, attempts: int) -> Completion:
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         latency_s=latency,
         attempts=attempts,
+        cached_prompt_tokens=cached,
+        cache_write_tokens=written,
     )
 
 

@@ -50,6 +50,8 @@ class RoleCaller:
             template=done.template or (template.ref if template else "none"),
             prompt_tokens=done.prompt_tokens,
             completion_tokens=done.completion_tokens,
+            cached_prompt_tokens=done.cached_prompt_tokens,
+            cache_write_tokens=done.cache_write_tokens,
             latency_s=done.latency_s if not done.cached else time.perf_counter() - started,
             attempts=done.attempts,
             cached=done.cached,

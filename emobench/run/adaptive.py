@@ -131,7 +131,8 @@ def spent(rd: RunDir, prices: dict[str, Price], cells: set[Cell]) -> tuple[int, 
         calls += 1
         price = prices.get(call.label)
         if price is not None:
-            cost += (call.prompt_tokens * price.input_per_mtok + call.completion_tokens * price.output_per_mtok) / 1e6
+            cost += price.cost_usd(call.prompt_tokens, call.completion_tokens, call.cached_prompt_tokens,
+                                   call.cache_write_tokens)
     return calls, cost
 
 
