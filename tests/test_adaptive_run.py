@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from emobench.cli import app
 from emobench.errors import InputError
-from emobench.run.adaptive import case_order, default_wave
+from emobench.run.adaptive import case_order, default_wave, width_text
 from emobench.run.runner import ROOT
 from emobench.run.stop_spec import CallBudget, CostBudget, HalfWidth, PairResolved, PairsResolved, parse_rule
 from emobench.rundir import RunDir
@@ -228,3 +228,10 @@ def test_ten_waves_at_most_each_at_most_a_tenth_of_the_split_or_one_case(populat
     wave = default_wave(population)
     assert 1 <= wave <= population and len(range(0, population, wave)) <= 10
     assert wave == 1 or wave - 1 < population / 10
+
+
+@given(st.floats(min_value=0, max_value=1e-10) | st.floats(min_value=1e-6, max_value=100))
+@example(8.881784197001252e-16).via("a zero-width interval's float noise, once printed as ±8.88e-16")
+def test_a_half_width_prints_as_the_number_it_means(width: float) -> None:
+    text = width_text(width)
+    assert "e-1" not in text and float(text) == pytest.approx(width if width > 1e-9 else 0.0, rel=5e-3, abs=1e-9)

@@ -136,6 +136,11 @@ def spent(rd: RunDir, prices: dict[str, Price], cells: set[Cell]) -> tuple[int, 
     return calls, cost
 
 
+def width_text(width: float) -> str:
+    """A half-width for people: the float noise of a zero-width interval (8.88e-16) reads as 0."""
+    return f"{round(width, 9) + 0.0:.3g}"
+
+
 def interval_record(interval: SequenceInterval, mean: float) -> dict[str, Any]:
     return {"mean": mean, "lower": interval.lower, "upper": interval.upper, "n": interval.n,
             "population": interval.population, "alpha": interval.alpha}
@@ -208,7 +213,7 @@ class AdaptiveRun:
         if isinstance(rule, HalfWidth):
             widths = [v[0].half_width for v in subjects.values() if v]
             ok = len(widths) == len(subjects) and max(widths) <= rule.limit
-            return f"{rule}: every subject's mean EPM-Q within ±{max(widths, default=0):.3g}" if ok else None
+            return f"{rule}: every subject's mean EPM-Q within ±{width_text(max(widths, default=0))}" if ok else None
         if isinstance(rule, PairsResolved):
             ok = all(v and v[0].excludes(0.0) for v in pairs.values())
             return f"{rule}: every pair's sequence excludes 0" if ok else None
