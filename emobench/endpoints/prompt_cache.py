@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -65,8 +66,7 @@ class PrefixCache:
         """The tokens of this prompt an earlier one had cached (0 below the minimum); then cache it."""
         shared, chain, block = 0, b"", self.rule.block
         for start in range(0, len(tokens) - block + 1, block):
-            piece = ",".join(map(str, tokens[start:start + block])).encode()
-            chain = hashlib.blake2b(chain + piece, digest_size=16).digest()
+            chain = hashlib.blake2b(chain + array("I", tokens[start:start + block]).tobytes(), digest_size=16).digest()
             if chain in self._seen and shared == start:
                 shared = start + block
             self._seen.add(chain)
