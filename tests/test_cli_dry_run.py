@@ -279,6 +279,11 @@ def test_the_dry_run_prices_the_share_a_prompt_cache_holds(fake: FakeOpenAIServe
     assert float(cached_cost) == pytest.approx(float(cost) - int(held) * 1.5 / 1e6, abs=5e-5)
     assert float(cached_cost) < float(cost)
     assert cache_rows(result.output)["total"][2] == cached_cost  # the only priced role
+    # Two subjects: what an adaptive comparison would ask, at the median share of cases played.
+    calls = int(rows(result.output)["total"][0])
+    text = " ".join(result.output.split())
+    assert f"after 50% of the cases (docs/adaptive.md), so about {round(calls / 2):,} calls" in text
+    assert f"${float(cost) / 2:.4f}, ${float(cached_cost) / 2:.4f} with the prompt cache" in text
 
 
 def test_short_prompts_are_never_cached() -> None:

@@ -34,6 +34,9 @@ from emobench.scoring.validity import REFERENCE_PREFIX
 ALPHA = 0.05
 T = TypeVar("T")
 ORDER_SEED = 0  # every adaptive run of a split plays its cases in the same order
+# The median pair of EMPA's 16 models was resolved after this share of the cases (docs/adaptive.md,
+# "Cases needed per pair"): what `run --dry-run` assumes an adaptive comparison plays.
+MEDIAN_CASE_SHARE = 0.50
 
 
 Cell = tuple[str, int]  # (case id, seed): what one episode of each subject plays

@@ -36,6 +36,7 @@ from emobench.episode.stepper import subject_conversation
 from emobench.judging.mdep import judge_messages
 from emobench.prompts import PromptTemplate, cases_language, load_language_template
 from emobench.registry import Case
+from emobench.run.adaptive import MEDIAN_CASE_SHARE
 from emobench.run.cache_estimate import cacheable_shares
 from emobench.run.preflight import preflight
 from emobench.run.runner import _check_resume, in_shard, load_prompts, run_registry, select_cases
@@ -272,6 +273,13 @@ def print_estimate(est: Estimate, console: Console) -> None:
                    ("total", "", f"{held_all / prompt:.0%}" if prompt else "–", f"{held_all:,}",
                     _usd(cache_total) if priced else "–"))
     console.print(table)
+    if len(cfg.subjects) > 1:  # a comparison: what an adaptive run would ask
+        share = MEDIAN_CASE_SHARE
+        dollars = f", ${_usd(total * share)}, ${_usd(cache_total * share)} with the prompt cache" if priced else ""
+        console.print(f"Adaptive (--stop-when pairs-resolved): the median pair of EMPA's models was resolved after "
+                      f"{share:.0%} of the cases (docs/adaptive.md), so about {round(calls * share):,} calls, "
+                      f"{round(prompt * share):,} input and {round(sum(r.output_tokens for r in est.roles) * share):,} "
+                      f"output tokens{dollars} (the priced roles).", highlight=False, soft_wrap=True)
     priced_note = ""
     if unpriced:
         covers = f"The total cost covers the {priced} priced role(s) only. " if priced else ""
