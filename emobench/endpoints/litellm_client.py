@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 
+from emobench.endpoints.anthropic_cache import DROPPED, is_anthropic, with_breakpoints
 from emobench.endpoints.client import (
     Completion,
     EndpointStats,
@@ -138,6 +139,9 @@ class LiteLLMClient:
         try:
             if routed:
                 return await self._get_router().acompletion(model=self.model, **params)
+            if is_anthropic(self.model):
+                params = {k: v for k, v in params.items() if k not in DROPPED}
+                params["messages"] = with_breakpoints(params["messages"])
             return await _litellm().acompletion(
                 model=self.model, timeout=self._timeout, num_retries=0, max_retries=0, **reach, **params
             )
