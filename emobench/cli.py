@@ -317,6 +317,7 @@ def judge(
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
         from emobench.registry.local import registry_for
+        from emobench.run.accounting import summary_line
         from emobench.run.finalize import finalize_run
         from emobench.run.rescore import rescore
         from emobench.run.runner import ROOT
@@ -330,7 +331,7 @@ def judge(
         table = build_leaderboard([rescored.path], force=force)
         write_leaderboard(table, rescored.path)
         render_table(table, console())
-        log.print(f"new judgements and scores in {rescored.path}")
+        log.print(f"new judgements and scores in {rescored.path} · {summary_line(rescored.read_report())}")
 
     with one_line_errors():
         go()

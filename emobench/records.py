@@ -56,6 +56,7 @@ class ModelCall(Record):
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0  # read from the provider's prompt cache, as its usage reports them
     cache_write_tokens: int = 0  # written to it, where the provider bills that (Anthropic)
+    batched: bool = False  # sent in a Batch API batch, billed at its batch price (endpoints/batch.py)
     latency_s: float = 0.0
     attempts: int = 1
     cached: bool = False

@@ -57,13 +57,15 @@ def _cli(*args: str) -> Any:
 
 
 def _records(folder: Path) -> list[str]:
-    """The panel's records with what varies between two judgings of one run masked (latencies)."""
+    """The panel's records with what varies between two judgings of one run masked: the latencies,
+    and whether the calls went in a batch (checked apart)."""
     rd = RunDir(folder)
     judgements = [j.model_dump() for j in read_records(rd.judgements, EpisodeJudgement)]
     for judgement in judgements:
         for call in judgement["calls"]:
-            call["latency_s"] = 0
-    calls = [c.model_copy(update={"latency_s": 0}).model_dump_json() for c in read_records(rd.pairwise_calls, PairwiseCall)]
+            call["latency_s"], call["batched"] = 0, None
+    calls = [c.model_copy(update={"latency_s": 0, "batched": None}).model_dump_json()
+             for c in read_records(rd.pairwise_calls, PairwiseCall)]
     verdicts = [v.model_dump_json() for v in read_records(rd.pairwise_log, PairwiseVerdict)]
     return sorted(json.dumps(j, sort_keys=True) for j in judgements) + sorted(calls) + sorted(verdicts)
 
@@ -84,6 +86,11 @@ def test_batch_judging_fills_the_same_records_without_a_direct_call(
     assert len(server.state.requests) == direct_calls  # every call went in a batch
     out = target / "panels" / "batch"
     assert _records(out) == _records(direct) and _records(out)
+    calls = [c for j in read_records(RunDir(out).judgements, EpisodeJudgement) for c in j.calls]
+    calls += read_records(RunDir(out).pairwise_calls, PairwiseCall)
+    assert calls and all(c.batched for c in calls) and server.state.batch_answered >= len(calls)
+    assert not any(c.batched for j in read_records(RunDir(direct).judgements, EpisodeJudgement) for c in j.calls)
+    assert f"{len(calls)} of them in batches" in " ".join(res.output.split())  # the closing line says so
     made = len(server.state.batches) - batches
     assert made >= 1 and len((out / "batches.jsonl").read_text().splitlines()) == made
 

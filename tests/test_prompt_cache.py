@@ -86,6 +86,7 @@ def test_cached_tokens_cost_what_their_price_says(prompt: int, completion: int, 
     expected = ((prompt - cached - written) * rate + cached * rate * discount + written * rate * premium
                 + completion * 2 * rate) / 1e6
     assert priced.cost_usd(prompt, completion, cached, written) == pytest.approx(expected)
+    assert priced.cost_usd(prompt, completion, cached, written, batched=True) == pytest.approx(expected / 2)
 
 
 LONG = "I keep going over what happened at work and I cannot put it down at night. " * 40  # ~700 tokens

@@ -143,7 +143,7 @@ class BatchEndpoint:
         return Completion(text=choice["message"].get("content") or "", finish_reason=choice.get("finish_reason"),
                           prompt_tokens=int(usage.get("prompt_tokens") or 0),
                           completion_tokens=int(usage.get("completion_tokens") or 0), latency_s=waited,
-                          cached_prompt_tokens=cached, cache_write_tokens=written)
+                          cached_prompt_tokens=cached, cache_write_tokens=written, batched=True)
 
     async def _call(self, method: str, path: str, raw: bool = False, **kwargs: Any) -> Any:
         if self._session is None:

@@ -60,7 +60,7 @@ class ResponseCache:
 
     def put(self, key: str, done: Completion) -> None:
         value = orjson.dumps({k: getattr(done, k) for k in ("text", "finish_reason", "prompt_tokens", "completion_tokens",
-                                                     "cached_prompt_tokens", "cache_write_tokens")})
+                                                     "cached_prompt_tokens", "cache_write_tokens", "batched")})
         self._conn().execute("INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, value))
 
     def __len__(self) -> int:

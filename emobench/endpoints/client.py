@@ -34,6 +34,7 @@ class Completion:
     attempts: int = 1
     cached_prompt_tokens: int = 0
     cache_write_tokens: int = 0
+    batched: bool = False
     cached: bool = False
     template: str | None = None  # an endpoint with its own versioned text (a scripted subject)
 

@@ -52,6 +52,7 @@ class RoleCaller:
             completion_tokens=done.completion_tokens,
             cached_prompt_tokens=done.cached_prompt_tokens,
             cache_write_tokens=done.cache_write_tokens,
+            batched=done.batched,
             latency_s=done.latency_s if not done.cached else time.perf_counter() - started,
             attempts=done.attempts,
             cached=done.cached,

@@ -27,7 +27,7 @@ def accounting(
         price = (prices or {}).get(call.label)
         if price is not None and not call.cached:
             cost = price.cost_usd(call.prompt_tokens, call.completion_tokens, call.cached_prompt_tokens,
-                                  call.cache_write_tokens)
+                                  call.cache_write_tokens, call.batched)
             tokens[key]["cost_usd_micro"] += round(cost * 1e6)
         tokens[key]["calls"] += 1
         tokens[key]["prompt_tokens"] += call.prompt_tokens
@@ -35,6 +35,7 @@ def accounting(
         tokens[key]["cached_prompt_tokens"] += call.cached_prompt_tokens
         tokens[key]["cache_write_tokens"] += call.cache_write_tokens
         tokens[key]["cached_calls"] += int(call.cached)
+        tokens[key]["batched_calls"] += int(call.batched)
         if not call.cached:
             latencies[key].append(call.latency_s)
     out: dict[str, Any] = {}
@@ -62,6 +63,8 @@ def summary_line(report: dict[str, Any]) -> str:
     calls = sum(a["calls"] for a in acc) - scripted
     cached = sum(a.get("cached_calls", 0) for a in acc)
     apart = f", {scripted} scripted (no model)" if scripted else ""
+    batched = sum(a.get("batched_calls", 0) for a in acc)
+    apart += f", {batched} of them in batches" if batched else ""
     return (
         f"{calls - cached} live model calls, {cached} answered from the response cache{apart}, "
         f"{prompt} prompt ({prompt_cache_note(accounts)}) + {completion} completion tokens{cost}"

@@ -135,7 +135,7 @@ def spent(rd: RunDir, prices: dict[str, Price], cells: set[Cell]) -> tuple[int, 
         price = prices.get(call.label)
         if price is not None:
             cost += price.cost_usd(call.prompt_tokens, call.completion_tokens, call.cached_prompt_tokens,
-                                   call.cache_write_tokens)
+                                   call.cache_write_tokens, call.batched)
     return calls, cost
 
 
