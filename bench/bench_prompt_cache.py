@@ -54,14 +54,18 @@ def realistic_lengths(body: dict[str, Any]) -> str:
 def shares(run_dir: Path) -> dict[str, dict[str, int]]:
     """Per role and prompt template: calls, prompt tokens and the cached ones among them."""
     rd = RunDir(run_dir)
-    calls = [c for e in rd.read_episodes() for c in e.calls]
-    calls += [c for j in read_records(rd.judgements, EpisodeJudgement) for c in j.calls]
-    calls += read_records(rd.pairwise_calls, PairwiseCall)
+
+    def kind(key: str) -> str:  # whose episode: the model subject's or the scripted reference's
+        return "reference" if key.startswith("scripted:") else "model"
+
+    calls = [(kind(e.key), c) for e in rd.read_episodes() for c in e.calls]
+    calls += [(kind(j.key), c) for j in read_records(rd.judgements, EpisodeJudgement) for c in j.calls]
+    calls += [("both", c) for c in read_records(rd.pairwise_calls, PairwiseCall)]
     out: dict[str, Counter[str]] = {}
-    for call in calls:
+    for episode, call in calls:
         if call.model.startswith("scripted:"):
             continue
-        for key in (call.role, f"{call.role} {call.template}"):
+        for key in (call.role, f"{call.role} {call.template}", f"{call.role} in {episode} episodes"):
             row = out.setdefault(key, Counter())
             row["calls"] += 1
             row["prompt_tokens"] += call.prompt_tokens
