@@ -57,6 +57,7 @@ COMMANDS = {
         "Serve a page where people play the user or the supporter; episodes go to a normal run directory.",
     ),
     "import": Lazy("emobench.importers.cli:app", "Import another benchmark's recorded runs as an emobench run directory."),
+    "board": Lazy("emobench.board.cli:app", "Package a run for the leaderboard and verify a submission."),
     "external": Lazy(
         "emobench.external.cli:app", "Publish another benchmark's recorded runs, re-scored, beside the leaderboard."
     ),
