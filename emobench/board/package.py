@@ -25,7 +25,7 @@ OPTIONAL = ("pairwise.jsonl",)
 # What must never travel: provider keys and tokens, and paths of the submitter's machine.
 SECRET = re.compile(r"\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}"
                     r"|AKIA[0-9A-Z]{16}|xox[abpr]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{30,})|Bearer\s+[A-Za-z0-9._~+/-]{12,}")
-LOCAL_PATH = re.compile(r"(?<![\w/.:-])(/home/|/Users/|/root/|/tmp/|/var/folders/|/private/|/mnt/|/work/|[A-Za-z]:\\\\"
+LOCAL_PATH = re.compile(r"(?<![\w/.:-])(/home/|/Users/|/root/|/tmp/|/var/folders/|/private/|/mnt/|/work/|[A-Za-z]:\\"
                         r"|~/|file://)")
 
 
@@ -73,9 +73,13 @@ def submit(run_dir: Path, out: Path, protocol_version: int) -> dict[str, Any]:
     for name in names:
         if not (rd.path / name).exists():
             raise InputError(rd.path / name, "", "missing: submit a finished, scored run")
+    # A merged run names its shards' folders: only their names travel.
+    shards = manifest.get("merged_from")
+    if isinstance(shards, list):
+        manifest["merged_from"] = [Path(str(p)).name for p in shards]
     for name in names:
         try:
-            leak = next(file_leaks(rd.path / name), None)
+            leak = next(leaks(manifest) if name == "manifest.json" else file_leaks(rd.path / name), None)
         except (orjson.JSONDecodeError, OSError) as exc:
             raise InputError(rd.path / name, "", f"unreadable: {exc}") from None
         if leak is not None:
@@ -85,7 +89,10 @@ def submit(run_dir: Path, out: Path, protocol_version: int) -> dict[str, Any]:
         raise InputError(out, "", "exists and is not empty")
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
-        shutil.copyfile(rd.path / name, out / name)
+        if name == "manifest.json":
+            (out / name).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+        else:
+            shutil.copyfile(rd.path / name, out / name)
     record: dict[str, Any] = {
         "format": FORMAT,
         "protocol_version": protocol_version,

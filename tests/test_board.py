@@ -1,0 +1,169 @@
+"""`emobench board submit|verify` on real runs (the runner against the loopback fake server):
+honest runs of eight kinds verify; the forgery kit's classes are caught; bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emobench.board.hashing import canonical_json, record_sha256
+from emobench.board.protocol import load_protocol
+from emobench.board.verify import verify
+from emobench.registry import Registry
+from tests.board_forgeries import CLASSES
+from tests.board_forgery_kit import markdown, run_kit
+from tests.board_heldout import HELD_OUT
+from tests.fake_openai import FakeOpenAIServer, FakeState
+from tests.gate_support import emobench
+
+CASES = ["test4-01", "test4-02"]
+PROTOCOL = {"version": 1, "split": "test", "cases": CASES, "seeds": [0, 1], "max_turns": 3, "min_turns": 2,
+            "scoring_profile": "emobench", "min_judges": 1}
+
+
+def _config(path: Path, url: str, *, judges: int = 1, subjects: int = 1, **extra: object) -> Path:
+    def role(model: str, label: str | None = None) -> dict[str, object]:
+        return {"binding": f"openai:{model}@{url}", **({"label": label} if label else {})}
+    data = {"subjects": [role("subject-model" if i == 0 else f"subject-model-{i}", f"subject-{i}") for i in range(subjects)],
+            "user": role("user-model"), "judges": [role(f"judge-model-{i}", f"judge-{i}") for i in range(judges)],
+            "split": "test", "cases": CASES, "seeds": [0, 1], "max_turns": 3, "min_turns": 2, **extra}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _run(root: Path, name: str, config: Path, *extra: str) -> Path:
+    code, _, err = emobench("run", "--config", str(config), "--out", str(root / "runs"), "--run-id", name,
+                            "--no-progress", *extra)
+    assert code == 0, err
+    return root / "runs" / name
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Eight kinds of honest run, each submitted once."""
+    root = tmp_path_factory.mktemp("board")
+    runs: dict[str, Path] = {}
+    with FakeOpenAIServer(FakeState()) as server:
+        url = server.base_url
+        runs["one judge"] = _run(root, "one", _config(root / "one.yaml", url))
+        runs["two judges"] = _run(root, "two", _config(root / "two.yaml", url, judges=2))
+        runs["three judges"] = _run(root, "three", _config(root / "three.yaml", url, judges=3))
+        runs["two subjects"] = _run(root, "subjects", _config(root / "subjects.yaml", url, subjects=2))
+        runs["companion prompt"] = _run(root, "companion", _config(root / "companion.yaml", url,
+                                                                   subject_system_prompt="companion"))
+        runs["scripted reference"] = _run(root, "scripted", _config(
+            root / "scripted.yaml", url, references=[{"binding": "scripted:platitude"}]))
+        shards = _config(root / "shards.yaml", url, judges=2)
+        parts = [_run(root, f"shard{i}", shards, "--shard", f"{i}/2") for i in (0, 1)]
+        code, _, err = emobench("merge", *map(str, parts), "--out", str(root / "runs" / "merged"))
+        assert code == 0, err
+        runs["merged shards"] = root / "runs" / "merged"
+        server.state.fault_rate, server.state.fault_kinds = 0.25, ("500", "malformed", "429")
+        runs["faults and retries"] = _run(root, "faults", _config(root / "faults.yaml", url, judges=2))
+    (root / "protocol.yaml").write_text(yaml.safe_dump(PROTOCOL))
+    subs = {}
+    for kind, run in runs.items():
+        out = root / "subs" / run.name
+        code, _, err = emobench("board", "submit", str(run), "-o", str(out), "--protocol", str(root / "protocol.yaml"))
+        assert code == 0, f"{kind}: {err}"
+        subs[kind] = out
+    return subs
+
+
+@pytest.fixture(scope="module")
+def protocol(honest: dict[str, Path]) -> Path:
+    return next(iter(honest.values())).parent.parent / "protocol.yaml"
+
+
+def test_every_honest_kind_verifies(honest: dict[str, Path], protocol: Path, registry: Registry) -> None:
+    assert len(honest) >= 8
+    for kind, folder in honest.items():
+        verdict = verify(folder, load_protocol(protocol), registry)
+        assert verdict.ok, f"{kind}: {[p.line() for p in verdict.problems[:5]]}"
+        assert verdict.episodes >= len(CASES) * 2
+    record = json.loads((honest["one judge"] / "submission.json").read_text())
+    assert record["provenance"]["roles"]["judges"][0]["model"] == "judge-model-0"
+    assert record["provenance"]["prompt_versions"]["judge"]
+
+
+def test_forgery_kit_catches_every_class(honest: dict[str, Path], protocol: Path, registry: Registry,
+                                         tmp_path: Path) -> None:
+    assert len(CLASSES) >= 12 and all(len(c.variants(random.Random(0))) >= 5 for c in CLASSES)
+    table = run_kit(honest["two judges"], load_protocol(protocol), registry, tmp_path, CLASSES)
+    print(markdown(table))
+    for cls in CLASSES:
+        hits, n, missed = table[cls.name]
+        assert hits / n >= cls.floor, f"{cls.name}: {hits}/{n}, missed {missed}"
+
+
+def test_held_out_forgeries(honest: dict[str, Path], protocol: Path, registry: Registry, tmp_path: Path) -> None:
+    table = run_kit(honest["two judges"], load_protocol(protocol), registry, tmp_path, HELD_OUT, seed=1)
+    print(markdown(table))
+    hits = sum(h for h, _, _ in table.values())
+    planted = sum(n for _, n, _ in table.values())
+    assert hits / planted >= 0.8, markdown(table)
+
+
+def test_off_protocol_run_is_refused(honest: dict[str, Path], registry: Registry, tmp_path: Path) -> None:
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(yaml.safe_dump({**PROTOCOL, "min_judges": 2}))
+    verdict = verify(honest["one judge"], load_protocol(strict), registry)
+    assert [p.field for p in verdict.problems] == ["config.panel.judges"]
+
+
+def test_bad_input_is_one_line_and_exit_2(honest: dict[str, Path], protocol: Path, tmp_path: Path) -> None:
+    code, _, err = emobench("board", "verify", str(tmp_path / "nope"), "--protocol", str(protocol))
+    assert code == 2 and err.count("\n") == 1 and "nope" in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**PROTOCOL, "seeds": "all"}))
+    code, _, err = emobench("board", "verify", str(honest["one judge"]), "--protocol", str(bad))
+    assert code == 2 and "bad.yaml: seeds" in err and "Traceback" not in err
+    leaky = tmp_path / "leaky"
+    shutil.copytree(honest["one judge"], leaky)
+    (leaky / "submission.json").unlink()
+    manifest = json.loads((leaky / "manifest.json").read_text())
+    manifest["config"]["local_split"] = None
+    manifest["notes"] = "weights at /home/alice/ckpt"
+    (leaky / "manifest.json").write_text(json.dumps(manifest))
+    code, _, err = emobench("board", "submit", str(leaky), "-o", str(tmp_path / "out"), "--protocol", str(protocol))
+    assert code == 2 and "manifest.json: notes" in err and "local path" in err
+    assert not (tmp_path / "out").exists()
+    code, _, err = emobench("board", "verify", str(honest["one judge"]), "--protocol", str(protocol))
+    assert code == 0, err
+
+
+def test_a_refused_submission_exits_1_naming_file_and_field(honest: dict[str, Path], protocol: Path,
+                                                            tmp_path: Path) -> None:
+    forged = tmp_path / "forged"
+    shutil.copytree(honest["one judge"], forged)
+    with open(forged / "episodes.jsonl", "ab") as fh:
+        fh.write(b"\n")
+    code, _, err = emobench("board", "verify", str(forged), "--protocol", str(protocol))
+    assert code == 1 and "[integrity] episodes.jsonl: sha256" in err
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                     | st.text(), lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+                     max_leaves=20)
+
+
+@given(_json)
+@settings(max_examples=60, deadline=None)
+def test_canonical_json_round_trips_and_ignores_key_order(value: object) -> None:
+    assert json.loads(canonical_json(value)) == value
+    if isinstance(value, dict):
+        assert record_sha256(dict(reversed(list(value.items())))) == record_sha256(value)
+
+
+@given(st.dictionaries(st.text(min_size=1), st.integers(), min_size=1), st.data())
+@settings(max_examples=60, deadline=None)
+def test_any_changed_value_changes_the_digest(value: dict[str, int], data: st.DataObject) -> None:
+    key = data.draw(st.sampled_from(sorted(value)))
+    assert record_sha256({**value, key: value[key] + 1}) != record_sha256(value)
