@@ -167,3 +167,27 @@ def test_canonical_json_round_trips_and_ignores_key_order(value: object) -> None
 def test_any_changed_value_changes_the_digest(value: dict[str, int], data: st.DataObject) -> None:
     key = data.draw(st.sampled_from(sorted(value)))
     assert record_sha256({**value, key: value[key] + 1}) != record_sha256(value)
+
+
+def test_leaderboard_add_keeps_verified_submissions_only(honest: dict[str, Path], protocol: Path, tmp_path: Path) -> None:
+    import duckdb
+    import pandas as pd
+
+    board = tmp_path / "board"
+    code, out, err = emobench("leaderboard", "add", str(honest["one judge"]), "--board", str(board),
+                              "--protocol", str(protocol), "--n-boot", "50")
+    assert code == 0 and "rests on 1 verified submission" in out, err
+    code, _, err = emobench("leaderboard", "add", str(honest["two subjects"]), "--board", str(board),
+                            "--protocol", str(protocol), "--n-boot", "50")
+    assert code == 2 and "['subject-0'] on the board already" in err  # one row per subject
+    table = pd.read_parquet(board / "leaderboard.parquet")
+    assert set(table["subject"]) == {"subject-0"}
+    rows = duckdb.sql(f"select count(*) from '{board / 'cases.parquet'}'").fetchall()[0]
+    assert rows == (len(CASES),)
+    forged = tmp_path / "forged"
+    shutil.copytree(honest["three judges"], forged)
+    (forged / "scores.parquet").write_bytes((forged / "scores.parquet").read_bytes() + b"x")
+    before = (board / "leaderboard.parquet").read_bytes()
+    code, _, err = emobench("leaderboard", "add", str(forged), "--board", str(board), "--protocol", str(protocol))
+    assert code == 1 and "the board is unchanged" in err
+    assert (board / "leaderboard.parquet").read_bytes() == before and len(list((board / "submissions").iterdir())) == 1

@@ -70,3 +70,31 @@ def show(
 
     with one_line_errors():
         render_table(read_leaderboard(directory), Console(), slice_family=family)
+
+
+@leaderboard_app.command("add")
+def add(
+    submission: Annotated[Path, typer.Argument(help="A submission folder (from `emobench board submit`).")],
+    board: Annotated[Path, typer.Option("--board", help="The leaderboard folder: its submissions/ and tables.")] = Path(
+        "leaderboard"),
+    protocol: Annotated[Path, typer.Option("--protocol", help="The submission protocol the run is held to.")] = Path(
+        "configs/board.yaml"),
+    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
+) -> None:
+    """Verify a submission, keep it under BOARD/submissions/ and rebuild leaderboard.parquet and cases.parquet
+    from every submission kept there; a submission that does not verify changes nothing (exit 1)."""
+    from emobench.board.accept import add_submission
+    from emobench.board.protocol import load_protocol
+    from emobench.registry import load_registry
+    from emobench.run.runner import ROOT
+
+    with one_line_errors():
+        verdict, sources = add_submission(submission, board, load_protocol(protocol), load_registry(ROOT), n_boot=n_boot)
+    if not verdict.ok:
+        err = Console(stderr=True)
+        for problem in verdict.problems[:20]:
+            err.print(problem.line(), soft_wrap=True, markup=False)
+        err.print(f"refused: {len(verdict.problems)} problem(s); the board is unchanged", soft_wrap=True, markup=False)
+        raise typer.Exit(1)
+    Console().print(f"added {', '.join(verdict.subjects)}: {board} now rests on {len(sources)} verified submission(s)",
+                    soft_wrap=True, markup=False)
