@@ -191,3 +191,30 @@ def test_leaderboard_add_keeps_verified_submissions_only(honest: dict[str, Path]
     code, _, err = emobench("leaderboard", "add", str(forged), "--board", str(board), "--protocol", str(protocol))
     assert code == 1 and "the board is unchanged" in err
     assert (board / "leaderboard.parquet").read_bytes() == before and len(list((board / "submissions").iterdir())) == 1
+
+
+def test_publish_dry_run_stages_a_card_datasets_loads_and_writes_no_token(
+        honest: dict[str, Path], protocol: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datasets
+
+    board = tmp_path / "board"
+    code, _, err = emobench("leaderboard", "add", str(honest["two judges"]), "--board", str(board),
+                            "--protocol", str(protocol), "--n-boot", "50")
+    assert code == 0, err
+    token = "hf_" + "NeverWrittenAnywhere" * 2
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    staged = tmp_path / "stage"
+    code, out, err = emobench("leaderboard", "publish", str(board), "--repo", "someone/emobench-board",
+                              "--stage", str(staged), "--dry-run")
+    assert code == 0, err
+    assert "nothing uploaded" in out and "README.md" in out and "leaderboard.parquet" in out
+    assert any(name.startswith("submissions/") for name in out.split())
+    assert not any(token.encode() in p.read_bytes() for p in staged.rglob("*") if p.is_file())
+    card = (staged / "README.md").read_text()
+    assert "config_name: leaderboard" in card and "subject-0" in card
+    leaderboard = datasets.load_dataset(str(staged), "leaderboard", split="train")
+    cases = datasets.load_dataset(str(staged), "cases", split="train")
+    assert set(leaderboard["subject"]) == {"subject-0"} and "epmq_lo" in leaderboard.column_names
+    assert len(cases) == len(CASES)
+    print(datasets.load_dataset(str(staged), "leaderboard"))

@@ -98,3 +98,30 @@ def add(
         raise typer.Exit(1)
     Console().print(f"added {', '.join(verdict.subjects)}: {board} now rests on {len(sources)} verified submission(s)",
                     soft_wrap=True, markup=False)
+
+
+@leaderboard_app.command("publish")
+def publish(
+    board: Annotated[Path, typer.Argument(help="The leaderboard folder to publish.")],
+    repo: Annotated[str, typer.Option("--repo", help="The Hugging Face dataset repository, OWNER/NAME.")],
+    stage_dir: Annotated[Path | None, typer.Option(
+        "--stage", help="Where to stage the files and the dataset card (default: a temporary folder).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Stage and list what would be uploaded; upload nothing.")] = False,
+) -> None:
+    """Stage the leaderboard's tables, page and verified submissions with a dataset card (README.md), then
+    upload them to a Hugging Face dataset; the token comes from HF_TOKEN, never from a file or a flag."""
+    import tempfile
+
+    from emobench.board.hub import stage, upload
+
+    with one_line_errors(), tempfile.TemporaryDirectory() as tmp:
+        staged = stage_dir or Path(tmp) / "stage"
+        files = stage(board, staged)
+        console = Console()
+        for name in files:
+            console.print(f"  {name}", soft_wrap=True, markup=False)
+        if dry_run:
+            console.print(f"dry run: {len(files)} file(s) staged in {staged} for {repo}; nothing uploaded",
+                          soft_wrap=True, markup=False)
+            return
+        console.print(f"uploaded to {repo}: {upload(staged, repo)}", soft_wrap=True, markup=False)
