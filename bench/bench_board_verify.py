@@ -45,6 +45,12 @@ def make_run(work: Path, turns: int) -> Path:
     return run
 
 
+def _cpu() -> str:
+    names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+             if line.startswith("model name")] if Path("/proc/cpuinfo").exists() else []
+    return f"{names[0]} x {len(names)}" if names else platform.processor()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", type=Path, default=Path("/tmp/board-bench"))
@@ -70,7 +76,8 @@ def main() -> None:
     episodes = sum(1 for _ in open(sub / "episodes.jsonl", "rb"))
     print(res.stdout.strip() or res.stderr.strip()[-2000:])
     print(f"verify: {episodes} episodes, {(sub / 'episodes.jsonl').stat().st_size / 1e6:.0f} MB, {wall:.1f} s wall "
-          f"(the whole CLI process), target {TARGET_S:.0f} s: {wall / TARGET_S:.2f} of it; {platform.processor() or ''}")
+          f"(the whole CLI process), target {TARGET_S:.0f} s: {wall / TARGET_S:.2f} of it; {_cpu()}, "
+          f"load average {os.getloadavg()[0]:.1f}")
     sys.exit(0 if res.returncode == 0 and wall < TARGET_S else 1)
 
 

@@ -149,8 +149,9 @@ def test_a_refused_submission_exits_1_naming_file_and_field(honest: dict[str, Pa
     assert code == 1 and "[integrity] episodes.jsonl: sha256" in err
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                     | st.text(), lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+_scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+            | st.floats(allow_nan=False, allow_infinity=False) | st.text())
+_json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
                      max_leaves=20)
 
 
@@ -218,3 +219,27 @@ def test_publish_dry_run_stages_a_card_datasets_loads_and_writes_no_token(
     assert set(leaderboard["subject"]) == {"subject-0"} and "epmq_lo" in leaderboard.column_names
     assert len(cases) == len(CASES)
     print(datasets.load_dataset(str(staged), "leaderboard"))
+
+
+_LEAKS = st.sampled_from(["sk-" + "Ab3" * 8, "hf_" + "q" * 24, "/home/dana/ckpt", "C:\\Users\\eve", "Bearer " + "t0k" * 6,
+                          "file:///srv/x", "/Users/fay/m"])
+
+
+@given(_json, _LEAKS, st.text(max_size=8), st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_a_leak_anywhere_in_a_json_line_is_found_and_named(value: object, leak: str, prefix: str, escape: bool) -> None:
+    import tempfile
+
+    import orjson
+
+    from emobench.board.package import file_leaks
+
+    record = {"ok": value, "deep": [{"text": prefix + " " + leak}]}
+    line = orjson.dumps(record)
+    if escape:  # JSON may write "/" as "\/": the scan must not be fooled by it
+        line = line.replace(b"/", b"\\/")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "x.jsonl"
+        path.write_bytes(orjson.dumps({"clean": value}) + b"\n" + line + b"\n")
+        found = list(file_leaks(path))
+    assert any(field == "line 2: deep[0].text" for field, _ in found), found
