@@ -245,3 +245,52 @@ CLASSES = [
     ForgeryClass("holistic inflation", "judgements.jsonl", _holistic_inflation),
     ForgeryClass("reply rewritten", "episodes.jsonl", _reply_rewrite),
 ]
+
+
+def fabricate(folder: Path, registry: Any) -> None:
+    """The forgery verify cannot see: every judge's call text, verdict, turn levels, EPM path and
+    score row rewritten consistently (P progress 2 on every turn), then re-hashed. Only asking the
+    judges again (`board verify --spot-check`) shows it."""
+    import orjson
+
+    from emobench.board.recompute import CHECKED_COLUMNS
+    from emobench.judging.mdep import aggregate
+    from emobench.records import Episode, EpisodeJudgement, JudgeVerdict
+    from emobench.scoring.episode_scores import score_episode
+    from emobench.scoring.replay import rejudged
+    from tests.board_forgery_kit import Submission
+
+    sub = Submission.read(folder)
+    config = sub.manifest["config"]
+    judgements = {j["key"]: EpisodeJudgement.model_validate(j) for j in sub.judgements}
+    for i, raw in enumerate(sub.episodes):
+        episode = Episode.model_validate(raw)
+        calls = list(episode.calls)
+        turns = []
+        for turn in episode.turns:
+            verdicts = []
+            for verdict in turn.judgement.verdicts:
+                axes = dict(verdict.axes or {})
+                axes["P"] = axes["P"].model_copy(update={"progress": 2, "evidence": "you can do this"})
+                verdicts.append(JudgeVerdict(judge=verdict.judge, valid=True, axes=axes))
+                text = orjson.dumps({a: v.model_dump() for a, v in axes.items()}).decode()
+                calls = [c.model_copy(update={"text": text}) if c.role == "judge" and c.label == verdict.judge
+                         and c.template.startswith("mdep") and c.error is None and _turn_of(episode, c) == turn.index
+                         else c for c in calls]
+            turns.append(turn.model_copy(update={"judgement": aggregate(verdicts)}))
+        forged = rejudged(episode.model_copy(update={"turns": turns, "calls": calls}),
+                          [t.judgement for t in turns], int(config["min_turns"]))
+        sub.episodes[i] = orjson.loads(forged.model_dump_json())
+        row = sub.row(forged.key)
+        again = score_episode(forged, registry.case(forged.case_id), sub.manifest["run_id"], judgements.get(forged.key),
+                              None, config["scoring_profile"])
+        row.update({k: again[k] for k in CHECKED_COLUMNS})
+    out = folder.parent / f"{folder.name}-fabricated"
+    sub.write(out, folder)
+
+
+def _turn_of(episode: Any, call: Any) -> int:
+    from emobench.episode.roles import derive_seed
+
+    return next((t.index for t in episode.turns for a in range(5)
+                 if derive_seed(episode.seed, "judge", call.label, t.index, a) == call.seed), -1)

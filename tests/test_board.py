@@ -243,3 +243,28 @@ def test_a_leak_anywhere_in_a_json_line_is_found_and_named(value: object, leak: 
         path.write_bytes(orjson.dumps({"clean": value}) + b"\n" + line + b"\n")
         found = list(file_leaks(path))
     assert any(field == "line 2: deep[0].text" for field, _ in found), found
+
+
+def test_a_consistent_fabrication_passes_verify_and_fails_the_spot_check(
+        honest: dict[str, Path], protocol: Path, registry: Registry, tmp_path: Path) -> None:
+    from tests.board_forgeries import fabricate
+
+    source = tmp_path / "sub"
+    shutil.copytree(honest["two judges"], source)
+    fabricate(source, registry)
+    forged = tmp_path / "sub-fabricated"
+    verdict = verify(forged, load_protocol(protocol), registry)
+    assert verdict.ok, [p.line() for p in verdict.problems[:3]]  # the limit of recomputation, on purpose
+    before = load_protocol(protocol)
+    with FakeOpenAIServer(FakeState()) as server:  # the judges, asked again where the verifier reaches them
+        judges = [arg for i in range(2) for arg in ("--judge", f"openai:judge-model-{i}@{server.base_url}")]
+        code, out, err = emobench("board", "verify", str(honest["two judges"]), "--protocol", str(protocol),
+                                  "--spot-check", "2", *judges)
+        assert code == 0 and "MDEP items agree (100%), the record lifts +0.00" in out, err
+        code, out, err = emobench("board", "verify", str(forged), "--protocol", str(protocol), "--spot-check", "2", *judges)
+        assert code == 1 and "[spot-check] episodes.jsonl" in err and "P.progress" in err
+        assert "83% of the items agree" in err and "+2.00 levels per verdict kinder" in err
+        assert before.spot_check_max_lift < 2.0
+        code, _, err = emobench("board", "verify", str(forged), "--protocol", str(protocol), "--spot-check", "1",
+                                "--judge", f"openai:other-model@{server.base_url}", "--judge", "openai:judge-model-1@x")
+        assert code == 2 and "'other-model' is not the recorded judge 'judge-model-0'" in err

@@ -42,12 +42,19 @@ def submit(
 def verify(
     submission: Annotated[Path, typer.Argument(help="A submission folder (from `emobench board submit`).")],
     protocol: Annotated[Path, PROTOCOL_OPTION] = DEFAULT_PROTOCOL,
+    spot_check: Annotated[int, typer.Option(
+        "--spot-check", min=0, help="Judge this many episodes again with the submission's judges and compare.")] = 0,
+    spot_seed: Annotated[int, typer.Option(help="Seed of the spot check's draw of episodes.")] = 0,
+    judge: Annotated[list[str] | None, typer.Option(
+        "--judge", help="Where the spot check reaches each judge (panel order), e.g. openai:MODEL@URL; the model must be "
+                        "the recorded one. Default: the recorded bindings.")] = None,
 ) -> None:
-    """Check a submission's hashes, hygiene, protocol, coverage, and recompute every score from its calls."""
-    _report(submission, protocol)
+    """Check a submission's hashes, hygiene, protocol, coverage, and recompute every score from its calls;
+    with --spot-check, also ask its judges again."""
+    _report(submission, protocol, spot_check, spot_seed, judge or [])
 
 
-def _report(folder: Path, protocol: Path) -> None:
+def _report(folder: Path, protocol: Path, spot: int = 0, spot_seed: int = 0, judges: list[str] | None = None) -> None:
     with one_line_errors():
         from emobench.board.protocol import load_protocol
         from emobench.board.verify import verify as check
@@ -58,7 +65,24 @@ def _report(folder: Path, protocol: Path) -> None:
             from emobench.errors import InputError
 
             raise InputError(folder, "", "not a submission folder")
-        verdict = check(folder, load_protocol(protocol), load_registry(ROOT))
+        rules, registry = load_protocol(protocol), load_registry(ROOT)
+        verdict = check(folder, rules, registry)
+        if verdict.ok and spot:
+            from emobench.board.spot import spot_check
+            from emobench.board.verify import Problem
+
+            asked = spot_check(folder, registry, spot, spot_seed, judges or [])
+            Console().print(f"spot check: {len(asked.episodes)} episode(s) judged again, {asked.agreed}/{asked.items} "
+                            f"MDEP items agree ({asked.agreement:.0%}), the record lifts {asked.mean_lift:+.2f} levels "
+                            "per verdict",
+                            soft_wrap=True, markup=False)
+            if asked.agreement < rules.spot_check_agreement or asked.mean_lift > rules.spot_check_max_lift:
+                verdict.problems += [Problem("spot-check", "episodes.jsonl", "", f"{asked.agreement:.0%} of the items "
+                                             f"agree (protocol: {rules.spot_check_agreement:.0%}) and the record is "
+                                             f"{asked.mean_lift:+.2f} levels per verdict kinder than the judges now "
+                                             f"(protocol: at most {rules.spot_check_max_lift:+.2f})")]
+                verdict.problems += [Problem("spot-check", "episodes.jsonl", where, f"the judge now says otherwise on {items}")
+                                     for where, items in asked.differing]
     console = Console()
     models = ", ".join(f"{label} ({model})" for label, model in verdict.subjects.items())
     if verdict.ok:

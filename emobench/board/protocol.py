@@ -29,6 +29,8 @@ class BoardProtocol(BaseModel):
     probe: bool = True
     holistic: bool = True
     tolerance: float = Field(default=1e-6, gt=0)
+    spot_check_agreement: float = Field(default=0.7, ge=0, le=1)
+    spot_check_max_lift: float = Field(default=0.5, ge=0)
 
 
 def load_protocol(path: Path) -> BoardProtocol:

@@ -26,7 +26,7 @@ from emobench.run.runner import ROOT, prompt_versions
 from emobench.rundir import read_records
 from emobench.scoring.schema import SCORES_SCHEMA
 
-Check = Literal["integrity", "hygiene", "protocol", "coverage", "recomputation"]
+Check = Literal["integrity", "hygiene", "protocol", "coverage", "recomputation", "spot-check"]
 
 
 @dataclass(frozen=True)
