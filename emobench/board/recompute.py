@@ -28,7 +28,8 @@ from emobench.trackers.epm import FAILURES, EPMEngine
 # The score columns a verifier recomputes: everything but the affect tracker's readings, which
 # need its encoder (a deterministic function of the user's messages, checked by the runner's tests).
 CHECKED_COLUMNS = (
-    "subject", "case_id", "scenario_id", "persona_id", "seed", "split", "language", "p0_norm", "n_turns",
+    "subject", "case_id", "scenario_id", "persona_id", "seed", "split", "language", "category", "dominant_axis",
+    "difficulty", "threshold", "valence", "trackers_absent", "p0_norm", "n_turns",
     "n_judged_turns", "n_invalid_judgements", "stop_reason", "success", "turns_to_success", "failure_type",
     "scoring_profile", "epmq", "epmq_empa", "outcome", "efficiency", "stability", "rdi", "etot", "snet", "rho",
     "sproj", "tau", "rpos", "align", "pen", "energy", "epm_path", "final_meter", "meter_slope", "empathy",
