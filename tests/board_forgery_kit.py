@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from emobench.board.hashing import record_sha256
-from emobench.board.package import RECORD, file_entries
+from emobench.board.package import FILES, RECORD, file_entries
 from emobench.board.protocol import BoardProtocol
 from emobench.board.verify import Verdict, verify
 from emobench.registry import Registry
@@ -54,16 +54,23 @@ class Submission:
         for name, records in (("episodes.jsonl", self.episodes), ("judgements.jsonl", self.judgements)):
             (folder / name).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
         pq.write_table(pa.Table.from_pylist(self.rows, schema=SCORES_SCHEMA), folder / "scores.parquet")
-        record = orjson.loads((template / RECORD).read_bytes())
-        record.pop("digest")
-        record["files"] = file_entries(folder, tuple(record["files"]))
-        record["digest"] = record_sha256(record)
-        (folder / RECORD).write_bytes(orjson.dumps(record))
+        for name in set(orjson.loads((template / RECORD).read_bytes())["files"]) - set(FILES):
+            shutil.copyfile(template / name, folder / name)  # pairwise.jsonl: carried as it was
+        rehash(folder, template)
         for edit in self.after_hash:
             edit(folder)
 
     def row(self, key: str) -> dict[str, Any]:
         return next(r for r in self.rows if f"{r['subject']}|{r['case_id']}|{r['seed']}" == key)
+
+
+def rehash(folder: Path, template: Path) -> None:
+    """submission.json for the files in folder, as a forger with `board submit`'s code writes it."""
+    record = orjson.loads((template / RECORD).read_bytes())
+    record.pop("digest")
+    record["files"] = file_entries(folder, tuple(record["files"]))
+    record["digest"] = record_sha256(record)
+    (folder / RECORD).write_bytes(orjson.dumps(record))
 
 
 @dataclass(frozen=True)

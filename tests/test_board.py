@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,25 @@ def test_a_refused_submission_exits_1_naming_file_and_field(honest: dict[str, Pa
         fh.write(b"\n")
     code, _, err = emobench("board", "verify", str(forged), "--protocol", str(protocol))
     assert code == 1 and "[integrity] episodes.jsonl: sha256" in err
+
+
+@pytest.mark.parametrize(("file", "edit", "says"), [
+    ("scores.parquet", lambda b: b[:-40] + b"x" * 40, "[integrity] scores.parquet: unreadable"),
+    ("manifest.json", lambda b: json.dumps({**json.loads(b), "roles": ["a"]}).encode(), "manifest.json: roles: not the"),
+    ("manifest.json", lambda b: b"[1, 2]", "manifest.json: roles"),
+    ("episodes.jsonl", lambda b: b + b"{not json\n", "episodes.jsonl: line"),
+    ("judgements.jsonl", lambda b: b.replace(b'"holistic"', b'"holistix"', 1), "judgements.jsonl: line 1"),
+])
+def test_unreadable_records_rehashed_are_one_line_each(honest: dict[str, Path], protocol: Path, tmp_path: Path,
+                                                       file: str, edit: Callable[[bytes], bytes], says: str) -> None:
+    from tests.board_forgery_kit import rehash
+
+    forged = tmp_path / "forged"
+    shutil.copytree(honest["two subjects"], forged)
+    (forged / file).write_bytes(edit((forged / file).read_bytes()))
+    rehash(forged, honest["two subjects"])
+    code, _, err = emobench("board", "verify", str(forged), "--protocol", str(protocol))
+    assert code == 1 and says in err and "Traceback" not in err, err
 
 
 _scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)

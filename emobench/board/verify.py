@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
@@ -60,23 +61,15 @@ def verify(folder: Path, protocol: BoardProtocol, registry: Registry) -> Verdict
     if problems:  # the files are not the ones submitted: nothing in them is worth reading
         return verdict
     assert record is not None
+    read = _read(folder, problems)
+    if read is None:
+        return verdict
+    manifest, episodes, judgements, table, config = read
     for name in record["files"]:
-        problems += [Problem("hygiene", name, f, f"holds {what}") for f, what in file_leaks(folder / name)]
-    try:
-        manifest = orjson.loads((folder / "manifest.json").read_bytes())
-        episodes = read_records(folder / "episodes.jsonl", Episode)
-        judgements = read_records(folder / "judgements.jsonl", EpisodeJudgement)
-        table = pq.read_table(folder / "scores.parquet")
-        config = RunConfig.model_validate(resolve_panel(manifest["config"], "manifest", ROOT))
-    except InputError as exc:
-        problems.append(Problem("integrity", exc.source, exc.field, exc.problem))
-        return verdict
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValidationError) as exc:
-        problems.append(Problem("integrity", "manifest.json", "config", f"unreadable: {str(exc).splitlines()[0]}"))
-        return verdict
-    if table.schema.remove_metadata() != SCORES_SCHEMA.remove_metadata():
-        problems.append(Problem("integrity", "scores.parquet", "schema", "is not the scores schema of this emobench"))
-        return verdict
+        try:
+            problems += [Problem("hygiene", name, f, f"holds {what}") for f, what in file_leaks(folder / name)]
+        except orjson.JSONDecodeError as exc:
+            problems.append(Problem("integrity", name, "", f"unreadable: {exc}"))
     verdict.episodes = len(episodes)
     verdict.subjects = {s["label"]: s["model"] for s in manifest.get("roles", {}).get("subjects", [])}
     problems += _protocol(manifest, config, protocol, registry, episodes)
@@ -88,6 +81,35 @@ def verify(folder: Path, protocol: BoardProtocol, registry: Registry) -> Verdict
         problems += _recompute(episode, registry, by_key.get(episode.key), rows.get(episode.key), manifest,
                                config.scoring_profile, limits, protocol.tolerance)
     return verdict
+
+
+def _read(folder: Path, problems: list[Problem]) -> tuple[dict[str, Any], list[Episode], list[EpisodeJudgement],
+                                                          pa.Table, RunConfig] | None:
+    """The submission's records, or None with a problem naming the file that cannot be read."""
+    name = "manifest.json"
+    try:
+        manifest = orjson.loads((folder / name).read_bytes())
+        roles = manifest.get("roles") if isinstance(manifest, dict) else None
+        if not isinstance(roles, dict) or not all(
+                isinstance(r, dict) and isinstance(r.get("label"), str) and isinstance(r.get("model"), str)
+                for group in ("subjects", "judges") for r in roles.get(group) or [None]):
+            problems.append(Problem("integrity", name, "roles", "not the roles record of a run (subjects and judges)"))
+            return None
+        config = RunConfig.model_validate(resolve_panel(manifest["config"], "manifest", ROOT))
+        name = "scores.parquet"
+        table = pq.read_table(folder / name)
+        episodes = read_records(folder / "episodes.jsonl", Episode)
+        judgements = read_records(folder / "judgements.jsonl", EpisodeJudgement)
+    except InputError as exc:
+        problems.append(Problem("integrity", Path(exc.source).name, exc.field, exc.problem))
+        return None
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValidationError, pa.ArrowException) as exc:
+        problems.append(Problem("integrity", name, "", f"unreadable: {str(exc).splitlines()[0] if str(exc) else exc!r}"))
+        return None
+    if table.schema.remove_metadata() != SCORES_SCHEMA.remove_metadata():
+        problems.append(Problem("integrity", "scores.parquet", "schema", "is not the scores schema of this emobench"))
+        return None
+    return manifest, episodes, judgements, table, config
 
 
 def _integrity(folder: Path, problems: list[Problem]) -> dict[str, Any] | None:
