@@ -56,6 +56,10 @@ COMMANDS = {
         "emobench.play.cli:play",
         "Serve a page where people play the user or the supporter; episodes go to a normal run directory.",
     ),
+    "anchor": Lazy(
+        "emobench.anchor.cli:anchor",
+        "Put a run's holistic scores on people's scale from a few human ratings of its episodes (PPI++).",
+    ),
     "import": Lazy("emobench.importers.cli:app", "Import another benchmark's recorded runs as an emobench run directory."),
     "board": Lazy("emobench.board.cli:app", "Package a run for the leaderboard and verify a submission."),
     "external": Lazy(
