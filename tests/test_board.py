@@ -289,3 +289,35 @@ def test_a_consistent_fabrication_passes_verify_and_fails_the_spot_check(
         code, _, err = emobench("board", "verify", str(forged), "--protocol", str(protocol), "--spot-check", "1",
                                 "--judge", f"openai:other-model@{server.base_url}", "--judge", "openai:judge-model-1@x")
         assert code == 2 and "'other-model' is not the recorded judge 'judge-model-0'" in err
+
+
+def test_publish_uploads_the_staged_files_to_a_loopback_hub_with_the_token_in_the_header_only(
+        honest: dict[str, Path], protocol: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    from tests.fake_hub import FakeHub, HubState
+
+    board = tmp_path / "board"
+    code, _, err = emobench("leaderboard", "add", str(honest["one judge"]), "--board", str(board),
+                            "--protocol", str(protocol), "--n-boot", "50")
+    assert code == 0, err
+    token = "hf_" + "LoopbackOnly" * 3
+    code, _, err = emobench("leaderboard", "publish", str(board), "--repo", "you/emobench-board")
+    assert code == 2 and "HF_TOKEN: not set" in err  # no token, no upload, one line
+    monkeypatch.setenv("HF_TOKEN", token)
+    code, _, err = emobench("leaderboard", "publish", str(board), "--repo", "you/emobench-board")
+    assert code == 3 and "HF_HUB_OFFLINE is set" in err  # offline means offline
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    with FakeHub(HubState(token)) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        staged = tmp_path / "stage"
+        code, out, err = emobench("leaderboard", "publish", str(board), "--repo", "you/emobench-board",
+                                  "--stage", str(staged))
+        assert code == 0 and "uploaded to you/emobench-board" in out, err
+        sent = {str(p.relative_to(staged)): p.read_bytes() for p in staged.rglob("*") if p.is_file()}
+        assert hub.state.files == sent and "README.md" in sent and "leaderboard.parquet" in sent
+        assert not any(token.encode() in data for data in sent.values())
+        assert {auth for method, _, auth in hub.state.requests if method == "POST"} == {f"Bearer {token}"}
+        monkeypatch.setenv("HF_TOKEN", "hf_" + "wrong" * 6)
+        code, _, err = emobench("leaderboard", "publish", str(board), "--repo", "you/emobench-board")
+        assert code == 3 and f"endpoint {hub.url}" in err and "401" in err and "Traceback" not in err

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from emobench.board.accept import SUBMISSIONS
 from emobench.board.package import file_leaks, leaks
-from emobench.errors import InputError
+from emobench.errors import EndpointError, InputError
 
 TABLES = {"leaderboard": "leaderboard.parquet", "cases": "cases.parquet"}
 PAGE = "index.html"
@@ -95,14 +95,22 @@ def stage(board: Path, out: Path) -> list[str]:
 
 
 def upload(staged: Path, repo: str) -> str:
-    """Upload the staged folder to the dataset repo; the commit's URL."""
+    """Upload the staged folder to the dataset repo; the commit's URL. The Hub is HF_ENDPOINT's
+    (read now, not at import), the token HF_TOKEN's; a refusal is one line naming the Hub."""
     token = os.environ.get(TOKEN_ENV)
     if not token:
         raise InputError(TOKEN_ENV, "", "not set: the Hub token is read from the environment only")
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
-    api = HfApi(token=token)
-    api.create_repo(repo, repo_type="dataset", exist_ok=True)
-    info = api.upload_folder(folder_path=staged, repo_id=repo, repo_type="dataset",
-                             commit_message="emobench leaderboard publish")
+    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    if constants.HF_HUB_OFFLINE:
+        raise EndpointError(endpoint, "HF_HUB_OFFLINE is set: nothing is uploaded (--dry-run stages and lists)")
+    api = HfApi(endpoint=endpoint, token=token)
+    try:
+        api.create_repo(repo, repo_type="dataset", exist_ok=True)
+        info = api.upload_folder(folder_path=staged, repo_id=repo, repo_type="dataset",
+                                 commit_message="emobench leaderboard publish")
+    except (HfHubHTTPError, OfflineModeIsEnabled) as exc:
+        raise EndpointError(endpoint, str(exc).splitlines()[0]) from None
     return str(info)
