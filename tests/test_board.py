@@ -321,3 +321,19 @@ def test_publish_uploads_the_staged_files_to_a_loopback_hub_with_the_token_in_th
         monkeypatch.setenv("HF_TOKEN", "hf_" + "wrong" * 6)
         code, _, err = emobench("leaderboard", "publish", str(board), "--repo", "you/emobench-board")
         assert code == 3 and f"endpoint {hub.url}" in err and "401" in err and "Traceback" not in err
+
+
+def test_a_stronger_judge_claimed_everywhere_but_the_config_is_refused(honest: dict[str, Path], protocol: Path,
+                                                                        registry: Registry, tmp_path: Path) -> None:
+    from tests.board_forgery_kit import Forgery, plant
+
+    def claim(sub: object) -> None:
+        sub.manifest["roles"]["judges"][0]["model"] = "gpt-4o"  # type: ignore[attr-defined]
+        for ep in sub.episodes:  # type: ignore[attr-defined]
+            for call in ep["calls"]:
+                if call["role"] == "judge" and call["label"] == "judge-0":
+                    call["model"] = "gpt-4o"
+
+    forged = plant(honest["two judges"], Forgery("judge claimed", claim), tmp_path / "forged")
+    problems = verify(forged, load_protocol(protocol), registry).problems
+    assert [(p.file, p.field) for p in problems] == [("manifest.json", "roles.judges[judge-0].model")]

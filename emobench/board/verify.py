@@ -19,6 +19,7 @@ from emobench.board.package import FILES, FORMAT, OPTIONAL, RECORD, file_entries
 from emobench.board.protocol import BoardProtocol
 from emobench.board.recompute import check_calls, check_holistic, check_path, check_row
 from emobench.config import RunConfig, resolve_panel
+from emobench.endpoints.binding import parse_binding
 from emobench.errors import InputError
 from emobench.records import Episode, EpisodeJudgement, Limits
 from emobench.registry import Registry
@@ -163,6 +164,16 @@ def _protocol(manifest: dict[str, Any], config: RunConfig, protocol: BoardProtoc
     subjects = {s["label"]: s["model"] for s in manifest.get("roles", {}).get("subjects", [])}
     if protocol.judge_not_subject and judges & set(subjects.values()):
         refuse("roles.judges", f"{sorted(judges & set(subjects.values()))} judge(s) their own replies")
+    for group, bound in (("subjects", config.subjects), ("judges", config.panel.judges)):
+        recorded = manifest.get("roles", {}).get(group, [])
+        if len(recorded) != len(bound):
+            refuse(f"roles.{group}", f"{len(recorded)} recorded for {len(bound)} in the config")
+            continue
+        for role, info in zip(bound, recorded, strict=True):
+            binding = parse_binding(role.binding)
+            # An openai: binding sends its model id as written, so the recorded id must be it.
+            if binding.kind == "openai" and info["model"] != binding.model:
+                refuse(f"roles.{group}[{info['label']}].model", f"{info['model']!r}, but the config binds {binding.model!r}")
     language = manifest.get("language") or "en"
     current = prompt_versions(load_prompts(ROOT, config, language))
     if manifest.get("prompt_versions") != current:
