@@ -1,8 +1,8 @@
-"""Benchmark: `board verify` of a 1,000-episode submission (target: under 30 s).
+"""Benchmark: `emobench verify` of a 1,000-episode submission (target: under 30 s).
 
 The run is real: the runner plays 2 subjects x the test split's 30 cases x 17 seeds (1,020
 episodes, 12 turns, two judges) against the loopback fake server, once, into --work; then
-`board submit` packages it and verify is timed (the registry's load included, as the CLI does).
+`emobench submit` packages it and verify is timed (the registry's load included, as the CLI does).
 
     python bench/bench_board_verify.py [--work /tmp/board-bench] [--turns 12]
 """
@@ -67,10 +67,10 @@ def main() -> None:
     if not sub.exists():
         from emobench.board.package import submit
 
-        submit(run, sub, 1)
+        submit(run, sub, 1, {"model_name": "bench", "provider": "loopback", "date": "2026-12-01"})
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     start = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "emobench", "board", "verify", str(sub), "--protocol", str(protocol)],
+    res = subprocess.run([sys.executable, "-m", "emobench", "verify", str(sub), "--protocol", str(protocol)],
                          env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     episodes = sum(1 for _ in open(sub / "episodes.jsonl", "rb"))

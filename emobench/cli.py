@@ -61,7 +61,12 @@ COMMANDS = {
         "Put a run's holistic scores on people's scale from a few human ratings of its episodes (PPI++).",
     ),
     "import": Lazy("emobench.importers.cli:app", "Import another benchmark's recorded runs as an emobench run directory."),
-    "board": Lazy("emobench.board.cli:app", "Package a run for the leaderboard and verify a submission."),
+    "submit": Lazy(
+        "emobench.board.cli:submit", "Pack runs into a leaderboard submission: every record hashed, a root over them."
+    ),
+    "verify": Lazy(
+        "emobench.board.cli:verify", "Check a submission: exit 0 verified, 1 refused (one line per reason), 2 bad input."
+    ),
     "external": Lazy(
         "emobench.external.cli:app", "Publish another benchmark's recorded runs, re-scored, beside the leaderboard."
     ),

@@ -250,7 +250,7 @@ CLASSES = [
 def fabricate(folder: Path, registry: Any) -> None:
     """The forgery verify cannot see: every judge's call text, verdict, turn levels, EPM path and
     score row rewritten consistently (P progress 2 on every turn), then re-hashed. Only asking the
-    judges again (`board verify --spot-check`) shows it."""
+    judges again (`emobench verify --spot-check`) shows it."""
     import orjson
 
     from emobench.board.recompute import CHECKED_COLUMNS

@@ -1,9 +1,9 @@
 """The submission forgery kit: seeded generators of ways to cheat a leaderboard submission,
-each planted in a copy of an honest submission, then `board verify`d.
+each planted in a copy of an honest submission, then `emobench verify`d.
 
 A class is a `ForgeryClass`: a name, the file a catch must name, and `variants(rng)`, five or
 more `Forgery`s, each an edit of the submission in memory. Most forgers re-hash after editing
-(a forger has `board submit`'s code); the integrity class edits after hashing. A variant is
+(a forger has `emobench submit`'s code); the integrity class edits after hashing. A variant is
 caught when verify reports a problem naming the class's file. `python -m tests.board_forgery_kit
 HONEST_SUBMISSION PROTOCOL` prints the table.
 """
@@ -22,8 +22,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from emobench.board.hashing import record_sha256
-from emobench.board.package import FILES, RECORD, file_entries
+from emobench.board.hashing import file_sha256
+from emobench.board.package import FILES, RECORD, seal
 from emobench.board.protocol import BoardProtocol
 from emobench.board.verify import Verdict, verify
 from emobench.registry import Registry
@@ -65,11 +65,13 @@ class Submission:
 
 
 def rehash(folder: Path, template: Path) -> None:
-    """submission.json for the files in folder, as a forger with `board submit`'s code writes it."""
+    """SUBMISSION.json for the files in folder, as a forger with `emobench submit`'s code writes it."""
     record = orjson.loads((template / RECORD).read_bytes())
-    record.pop("digest")
-    record["files"] = file_entries(folder, tuple(record["files"]))
-    record["digest"] = record_sha256(record)
+    try:
+        record = seal(record, folder, tuple(record["files"]))
+    except pa.ArrowException:  # a table that does not read has no rows to hash: only its file's hash is new
+        for name, entry in record["files"].items():
+            entry["sha256"] = file_sha256(folder / name)
     (folder / RECORD).write_bytes(orjson.dumps(record))
 
 

@@ -1,4 +1,4 @@
-"""`emobench board submit|verify` on real runs (the runner against the loopback fake server):
+"""`emobench submit|verify` on real runs (the runner against the loopback fake server):
 honest runs of eight kinds verify; the forgery kit's classes are caught; bad input exits 2."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from tests.fake_openai import FakeOpenAIServer, FakeState
 from tests.gate_support import emobench
 
 CASES = ["test4-01", "test4-02"]
+DECLARED = ("--model-name", "Subject 1B", "--provider", "self-hosted", "--date", "2026-12-01")
 PROTOCOL = {"version": 1, "split": "test", "cases": CASES, "seeds": [0, 1], "max_turns": 3, "min_turns": 2,
             "scoring_profile": "emobench", "min_judges": 1}
 
@@ -72,7 +73,7 @@ def honest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     subs = {}
     for kind, run in runs.items():
         out = root / "subs" / run.name
-        code, _, err = emobench("board", "submit", str(run), "-o", str(out), "--protocol", str(root / "protocol.yaml"))
+        code, _, err = emobench("submit", str(run), "-o", str(out), "--protocol", str(root / "protocol.yaml"), *DECLARED)
         assert code == 0, f"{kind}: {err}"
         subs[kind] = out
     return subs
@@ -89,7 +90,7 @@ def test_every_honest_kind_verifies(honest: dict[str, Path], protocol: Path, reg
         verdict = verify(folder, load_protocol(protocol), registry)
         assert verdict.ok, f"{kind}: {[p.line() for p in verdict.problems[:5]]}"
         assert verdict.episodes >= len(CASES) * 2
-    record = json.loads((honest["one judge"] / "submission.json").read_text())
+    record = json.loads((honest["one judge"] / "SUBMISSION.json").read_text())
     assert record["provenance"]["roles"]["judges"][0]["model"] == "judge-model-0"
     assert record["provenance"]["prompt_versions"]["judge"]
 
@@ -120,23 +121,23 @@ def test_off_protocol_run_is_refused(honest: dict[str, Path], registry: Registry
 
 
 def test_bad_input_is_one_line_and_exit_2(honest: dict[str, Path], protocol: Path, tmp_path: Path) -> None:
-    code, _, err = emobench("board", "verify", str(tmp_path / "nope"), "--protocol", str(protocol))
+    code, _, err = emobench("verify", str(tmp_path / "nope"), "--protocol", str(protocol))
     assert code == 2 and err.count("\n") == 1 and "nope" in err
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**PROTOCOL, "seeds": "all"}))
-    code, _, err = emobench("board", "verify", str(honest["one judge"]), "--protocol", str(bad))
+    code, _, err = emobench("verify", str(honest["one judge"]), "--protocol", str(bad))
     assert code == 2 and "bad.yaml: seeds" in err and "Traceback" not in err
     leaky = tmp_path / "leaky"
     shutil.copytree(honest["one judge"], leaky)
-    (leaky / "submission.json").unlink()
+    (leaky / "SUBMISSION.json").unlink()
     manifest = json.loads((leaky / "manifest.json").read_text())
     manifest["config"]["local_split"] = None
     manifest["notes"] = "weights at /home/alice/ckpt"
     (leaky / "manifest.json").write_text(json.dumps(manifest))
-    code, _, err = emobench("board", "submit", str(leaky), "-o", str(tmp_path / "out"), "--protocol", str(protocol))
+    code, _, err = emobench("submit", str(leaky), "-o", str(tmp_path / "out"), "--protocol", str(protocol), *DECLARED)
     assert code == 2 and "manifest.json: notes" in err and "local path" in err
     assert not (tmp_path / "out").exists()
-    code, _, err = emobench("board", "verify", str(honest["one judge"]), "--protocol", str(protocol))
+    code, _, err = emobench("verify", str(honest["one judge"]), "--protocol", str(protocol))
     assert code == 0, err
 
 
@@ -146,7 +147,7 @@ def test_a_refused_submission_exits_1_naming_file_and_field(honest: dict[str, Pa
     shutil.copytree(honest["one judge"], forged)
     with open(forged / "episodes.jsonl", "ab") as fh:
         fh.write(b"\n")
-    code, _, err = emobench("board", "verify", str(forged), "--protocol", str(protocol))
+    code, _, err = emobench("verify", str(forged), "--protocol", str(protocol))
     assert code == 1 and "[integrity] episodes.jsonl: sha256" in err
 
 
@@ -165,7 +166,7 @@ def test_unreadable_records_rehashed_are_one_line_each(honest: dict[str, Path], 
     shutil.copytree(honest["two subjects"], forged)
     (forged / file).write_bytes(edit((forged / file).read_bytes()))
     rehash(forged, honest["two subjects"])
-    code, _, err = emobench("board", "verify", str(forged), "--protocol", str(protocol))
+    code, _, err = emobench("verify", str(forged), "--protocol", str(protocol))
     assert code == 1 and says in err and "Traceback" not in err, err
 
 
@@ -279,14 +280,14 @@ def test_a_consistent_fabrication_passes_verify_and_fails_the_spot_check(
     before = load_protocol(protocol)
     with FakeOpenAIServer(FakeState()) as server:  # the judges, asked again where the verifier reaches them
         judges = [arg for i in range(2) for arg in ("--judge", f"openai:judge-model-{i}@{server.base_url}")]
-        code, out, err = emobench("board", "verify", str(honest["two judges"]), "--protocol", str(protocol),
+        code, out, err = emobench("verify", str(honest["two judges"]), "--protocol", str(protocol),
                                   "--spot-check", "2", *judges)
         assert code == 0 and "MDEP items agree (100%), the record lifts +0.00" in out, err
-        code, out, err = emobench("board", "verify", str(forged), "--protocol", str(protocol), "--spot-check", "2", *judges)
+        code, out, err = emobench("verify", str(forged), "--protocol", str(protocol), "--spot-check", "2", *judges)
         assert code == 1 and "[spot-check] episodes.jsonl" in err and "P.progress" in err
         assert "83% of the items agree" in err and "+2.00 levels per verdict kinder" in err
         assert before.spot_check_max_lift < 2.0
-        code, _, err = emobench("board", "verify", str(forged), "--protocol", str(protocol), "--spot-check", "1",
+        code, _, err = emobench("verify", str(forged), "--protocol", str(protocol), "--spot-check", "1",
                                 "--judge", f"openai:other-model@{server.base_url}", "--judge", "openai:judge-model-1@x")
         assert code == 2 and "'other-model' is not the recorded judge 'judge-model-0'" in err
 

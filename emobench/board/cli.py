@@ -1,4 +1,4 @@
-"""`emobench board submit|verify`: package a finished run for the leaderboard, and check one.
+"""`emobench submit` and `emobench verify`: package finished runs for the leaderboard, and check one.
 
 verify exits 0 when the submission holds, 1 when it does not (each problem on a line naming its
 file and field), 2 on input it cannot read at all.
@@ -6,6 +6,8 @@ file and field), 2 on input it cannot read at all.
 
 from __future__ import annotations
 
+import tempfile
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -15,33 +17,58 @@ from rich.console import Console
 from emobench.board.protocol import DEFAULT_PROTOCOL
 from emobench.cli_support import one_line_errors
 
-app = typer.Typer(help="Package a run for the leaderboard and verify a submission.", no_args_is_help=True,
-                  add_completion=False)
 PROTOCOL_OPTION = typer.Option("--protocol", help="The submission protocol the run is held to.")
 SHOWN = 20  # problems printed; the count says how many more
 
 
-@app.command("submit")
 def submit(
-    run_dir: Annotated[Path, typer.Argument(help="A finished, scored run directory.")],
+    runs: Annotated[list[Path], typer.Argument(help="Finished, scored run directories: one, or the shards or "
+                                                    "resumed parts of one run, merged first.")],
     out: Annotated[Path, typer.Option("-o", "--out", help="The submission folder to write (new or empty).")],
+    model_name: Annotated[str, typer.Option("--model-name", help="The model under test, as the submitter declares it.")],
+    provider: Annotated[str, typer.Option("--provider", help="Who serves it (an API provider, or self-hosted).")],
+    on: Annotated[str | None, typer.Option("--date", help="The declared date of the run (YYYY-MM-DD; default today, UTC).")]
+    = None,
     protocol: Annotated[Path, PROTOCOL_OPTION] = DEFAULT_PROTOCOL,
 ) -> None:
-    """Copy the run's records into a submission folder with their hashes (submission.json), then verify it."""
+    """Pack runs into a leaderboard submission: every record hashed, a root over them."""
     with one_line_errors():
         from emobench.board.package import submit as package
         from emobench.board.protocol import load_protocol
+        from emobench.errors import InputError
 
+        try:
+            declared = date.fromisoformat(on).isoformat() if on else datetime.now(UTC).date().isoformat()
+        except ValueError:
+            raise InputError("--date", "", f"{on!r} is not a date (YYYY-MM-DD)") from None
+        declaration = {"model_name": model_name, "provider": provider, "date": declared}
         rules = load_protocol(protocol)
-        record = package(run_dir, out, rules.version)
-        Console().print(f"wrote {out} ({len(record['files'])} files, digest {record['digest'][:16]})", soft_wrap=True)
+        with tempfile.TemporaryDirectory(prefix="emobench-submit-") as tmp:
+            run_dir = runs[0] if len(runs) == 1 else _merged(runs, Path(tmp) / "merged")
+            record = package(run_dir, out, rules.version, declaration)
+        Console().print(f"wrote {out} ({sum(len(f['records']) for f in record['files'].values())} records, "
+                        f"root {record['root'][:16]})", soft_wrap=True)
     _report(out, protocol)
 
 
-@app.command("verify")
+def _merged(runs: list[Path], out: Path) -> Path:
+    """Several parts of one run (shards, resumed pieces) merged and scored as `emobench merge` does."""
+    from emobench.registry import load_registry
+    from emobench.run.finalize import finalize_run
+    from emobench.run.merge import merge_runs
+    from emobench.run.runner import ROOT
+    from emobench.rundir import RunDir
+
+    merge_runs(runs, out)
+    finalize_run(RunDir(out), load_registry(ROOT))
+    return out
+
+
 def verify(
-    submission: Annotated[Path, typer.Argument(help="A submission folder (from `emobench board submit`).")],
+    submission: Annotated[Path, typer.Argument(help="A submission folder (from `emobench submit`).")],
     protocol: Annotated[Path, PROTOCOL_OPTION] = DEFAULT_PROTOCOL,
+    integrity_only: Annotated[bool, typer.Option(
+        "--integrity-only", help="Check hashes, hygiene, coverage and recomputation only, not the protocol.")] = False,
     spot_check: Annotated[int, typer.Option(
         "--spot-check", min=0, help="Judge this many episodes again with the submission's judges and compare.")] = 0,
     spot_seed: Annotated[int, typer.Option(help="Seed of the spot check's draw of episodes.")] = 0,
@@ -49,12 +76,12 @@ def verify(
         "--judge", help="Where the spot check reaches each judge (panel order), e.g. openai:MODEL@URL; the model must be "
                         "the recorded one. Default: the recorded bindings.")] = None,
 ) -> None:
-    """Check a submission's hashes, hygiene, protocol, coverage, and recompute every score from its calls;
-    with --spot-check, also ask its judges again."""
-    _report(submission, protocol, spot_check, spot_seed, judge or [])
+    """Check a submission: exit 0 verified, 1 refused (one line per reason), 2 bad input."""
+    _report(submission, protocol, spot_check, spot_seed, judge or [], integrity_only=integrity_only)
 
 
-def _report(folder: Path, protocol: Path, spot: int = 0, spot_seed: int = 0, judges: list[str] | None = None) -> None:
+def _report(folder: Path, protocol: Path, spot: int = 0, spot_seed: int = 0, judges: list[str] | None = None, *,
+            integrity_only: bool = False) -> None:
     with one_line_errors():
         from emobench.board.protocol import load_protocol
         from emobench.board.verify import verify as check
@@ -66,7 +93,7 @@ def _report(folder: Path, protocol: Path, spot: int = 0, spot_seed: int = 0, jud
 
             raise InputError(folder, "", "not a submission folder")
         rules, registry = load_protocol(protocol), load_registry(ROOT)
-        verdict = check(folder, rules, registry)
+        verdict = check(folder, rules, registry, integrity_only=integrity_only)
         if verdict.ok and spot:
             from emobench.board.spot import spot_check
             from emobench.board.verify import Problem
@@ -86,7 +113,8 @@ def _report(folder: Path, protocol: Path, spot: int = 0, spot_seed: int = 0, jud
     console = Console()
     models = ", ".join(f"{label} ({model})" for label, model in verdict.subjects.items())
     if verdict.ok:
-        console.print(f"verified: {verdict.episodes} episodes of {models} hold under protocol v{verdict.protocol_version}",
+        held = "integrity only, protocol not checked" if integrity_only else f"protocol v{verdict.protocol_version}"
+        console.print(f"verified: {verdict.episodes} episodes of {models} hold under {held}",
                       soft_wrap=True, markup=False)
         return
     err = Console(stderr=True)

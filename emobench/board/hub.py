@@ -61,7 +61,7 @@ and sampling) is in each parquet file's schema metadata under `emobench.*` keys.
 |---|---|
 {rows}
 
-{f"It rests on {len(kept)} submission(s), each verified by `emobench board verify` before it was added "
+{f"It rests on {len(kept)} submission(s), each verified by `emobench verify` before it was added "
  f"(`emobench leaderboard add`), kept under `{SUBMISSIONS}/`." if kept else
  "Built with `emobench leaderboard build` from the runs its metadata names."}
 """

@@ -1,5 +1,5 @@
 """A submission folder: the run's records a verifier needs, each with its content hash in
-submission.json, and nothing that names a key, a token or a local path."""
+SUBMISSION.json (with a root over them), and nothing that names a key, a token or a local path."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from typing import Any
 import orjson
 import pyarrow.parquet as pq
 
-from emobench.board.hashing import file_sha256, record_sha256
+from emobench.board.hashing import file_sha256, record_hashes, record_sha256, root_hash
 from emobench.errors import InputError
 from emobench.rundir import RunDir
 
 FORMAT = "emobench-submission/1"
-RECORD = "submission.json"
+RECORD = "SUBMISSION.json"
 FILES = ("manifest.json", "episodes.jsonl", "judgements.jsonl", "scores.parquet")
 OPTIONAL = ("pairwise.jsonl",)
 
@@ -70,12 +70,23 @@ def _suspect(line: bytes) -> bool:
 
 
 def file_entries(folder: Path, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    return {name: {"sha256": file_sha256(folder / name), "bytes": (folder / name).stat().st_size} for name in names}
+    """Each file's sha256, size and its records' hashes in order."""
+    return {name: {"sha256": file_sha256(folder / name), "bytes": (folder / name).stat().st_size,
+                   "records": record_hashes(folder / name)} for name in names}
 
 
-def submit(run_dir: Path, out: Path, protocol_version: int) -> dict[str, Any]:
-    """Copy a finished run's records to out and write submission.json; refuse a run whose
-    records hold a key, a token or a local path, naming the file and field."""
+def seal(record: dict[str, Any], folder: Path, names: tuple[str, ...]) -> dict[str, Any]:
+    """The record with its files' hashes, the root over their records and the digest of the whole."""
+    record = {k: v for k, v in record.items() if k not in ("files", "root", "digest")}
+    record["files"] = file_entries(folder, names)
+    record["root"] = root_hash({name: entry["records"] for name, entry in record["files"].items()})
+    record["digest"] = record_sha256(record)
+    return record
+
+
+def submit(run_dir: Path, out: Path, protocol_version: int, declaration: dict[str, str]) -> dict[str, Any]:
+    """Copy a finished run's records to out and write SUBMISSION.json; refuse a run whose
+    records (or the declaration) hold a key, a token or a local path, naming the file and field."""
     rd = RunDir(run_dir)
     manifest = rd.read_manifest()
     names = tuple(n for n in FILES + OPTIONAL if (rd.path / n).exists() or n in FILES)
@@ -94,6 +105,9 @@ def submit(run_dir: Path, out: Path, protocol_version: int) -> dict[str, Any]:
         if leak is not None:
             raise InputError(rd.path / name, leak[0], f"holds {leak[1]}; a submission carries none (bind models by "
                                                       "hub id, keys from the environment)")
+    leak = next(leaks(declaration), None)
+    if leak is not None:
+        raise InputError("declaration", leak[0], f"holds {leak[1]}")
     if out.exists() and any(out.iterdir()):
         raise InputError(out, "", "exists and is not empty")
     out.mkdir(parents=True, exist_ok=True)
@@ -102,15 +116,19 @@ def submit(run_dir: Path, out: Path, protocol_version: int) -> dict[str, Any]:
             (out / name).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
         else:
             shutil.copyfile(rd.path / name, out / name)
-    record: dict[str, Any] = {
+    config = manifest.get("config") or {}
+    panel = config.get("panel") or {}
+    record = seal({
         "format": FORMAT,
         "protocol_version": protocol_version,
         "run_id": manifest.get("run_id"),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "files": file_entries(out, names),
-        "provenance": {k: manifest.get(k) for k in ("config_hash", "registry_version", "prompt_versions", "split",
-                                                    "emobench_version", "git_sha", "roles")},
-    }
-    record["digest"] = record_sha256(record)
+        "declaration": declaration,
+        "provenance": {**{k: manifest.get(k) for k in ("config_hash", "registry_version", "prompt_versions", "split",
+                                                       "emobench_version", "git_sha", "roles")},
+                       "bindings": {"subjects": [s.get("binding") for s in config.get("subjects") or []],
+                                    "user": (config.get("user") or {}).get("binding"),
+                                    "judges": [j.get("binding") for j in panel.get("judges") or []]}},
+    }, out, names)
     (out / RECORD).write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     return record

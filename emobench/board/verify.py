@@ -1,4 +1,4 @@
-"""`board verify`: a submission's integrity (hashes), hygiene (no keys or local paths), protocol
+"""`emobench verify`: a submission's integrity (hashes), hygiene (no keys or local paths), protocol
 (configs/board.yaml), coverage (every case × seed × subject once) and recomputation (every score
 from the recorded calls, emobench/board/recompute.py)."""
 
@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from emobench.board.hashing import record_sha256
-from emobench.board.package import FILES, FORMAT, OPTIONAL, RECORD, file_entries, file_leaks
+from emobench.board.hashing import file_sha256, record_hashes, record_sha256, root_hash
+from emobench.board.package import FILES, FORMAT, OPTIONAL, RECORD, file_leaks
 from emobench.board.protocol import BoardProtocol
 from emobench.board.recompute import check_calls, check_holistic, check_path, check_row
 from emobench.config import RunConfig, resolve_panel
@@ -55,7 +55,8 @@ class Verdict:
         return not self.problems
 
 
-def verify(folder: Path, protocol: BoardProtocol, registry: Registry) -> Verdict:
+def verify(folder: Path, protocol: BoardProtocol, registry: Registry, *, integrity_only: bool = False) -> Verdict:
+    """Every check in order; with integrity_only, all but the protocol's."""
     verdict = Verdict(protocol.version)
     problems = verdict.problems
     record = _integrity(folder, problems)
@@ -73,7 +74,8 @@ def verify(folder: Path, protocol: BoardProtocol, registry: Registry) -> Verdict
             problems.append(Problem("integrity", name, "", f"unreadable: {exc}"))
     verdict.episodes = len(episodes)
     verdict.subjects = {s["label"]: s["model"] for s in manifest.get("roles", {}).get("subjects", [])}
-    problems += _protocol(manifest, config, protocol, registry, episodes)
+    if not integrity_only:
+        problems += _protocol(manifest, config, protocol, registry, episodes)
     rows = {f"{r['subject']}|{r['case_id']}|{r['seed']}": r for r in table.to_pylist()}
     problems += _coverage(manifest, protocol, registry, episodes, judgements, table.num_rows, rows)
     by_key = {j.key: j for j in judgements}
@@ -131,13 +133,47 @@ def _integrity(folder: Path, problems: list[Problem]) -> dict[str, Any] | None:
             problems.append(Problem("integrity", RECORD, f"files.{name}", "missing"))
     present = {p.name for p in folder.iterdir()} - {RECORD}
     for name in sorted(present - set(names)):
-        problems.append(Problem("integrity", name, "", "in the folder but not in submission.json"))
+        problems.append(Problem("integrity", name, "", f"in the folder but not in {RECORD}"))
+    listed: dict[str, list[str]] = {}
     for name in names:
+        entry = record["files"][name]
         if name not in FILES + OPTIONAL or not (folder / name).is_file():
             problems.append(Problem("integrity", name, "", "listed but not a submission file here"))
-        elif file_entries(folder, (name,))[name] != record["files"][name]:
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("records"), list):
+            problems.append(Problem("integrity", RECORD, f"files.{name}.records", "missing: a hash per record"))
+            continue
+        listed[name] = entry["records"]
+        if file_sha256(folder / name) != entry.get("sha256"):
             problems.append(Problem("integrity", name, "sha256", "the file's content is not the one submitted"))
+        try:
+            problems += record_changes(name, entry["records"], record_hashes(folder / name))
+        except (OSError, pa.ArrowException) as exc:
+            problems.append(Problem("integrity", name, "", f"unreadable: {exc}"))
+    if len(listed) == len(names) and record.get("root") != root_hash(listed):
+        problems.append(Problem("integrity", RECORD, "root", "is not the root over the listed records' hashes"))
     return record
+
+
+def record_changes(name: str, submitted: list[str], found: list[str]) -> list[Problem]:
+    """Each record missing, added, duplicated or moved, against the hashes submitted in order."""
+    if submitted == found:
+        return []
+    unit = "row" if name.endswith(".parquet") else "line"
+    have, want = Counter(found), Counter(submitted)
+    out: list[Problem] = []
+    seen: Counter[str] = Counter()
+    for n, h in enumerate(found, start=1):
+        seen[h] += 1
+        if seen[h] > want[h]:
+            what = "a duplicate of a submitted record" if want[h] else "added: not a submitted record"
+            out.append(Problem("integrity", name, f"{unit} {n}", what))
+    out += [Problem("integrity", name, f"{unit} {n}", "missing: the submitted record is not in the file")
+            for n, h in enumerate(submitted, start=1) if have[h] < want[h] and submitted.index(h) == n - 1]
+    if not out:  # the same records, in another order
+        n = next(i for i, (a, b) in enumerate(zip(submitted, found, strict=True), start=1) if a != b)
+        out.append(Problem("integrity", name, f"{unit} {n}", "reordered: not the submitted record at this place"))
+    return out
 
 
 def _protocol(manifest: dict[str, Any], config: RunConfig, protocol: BoardProtocol, registry: Registry,

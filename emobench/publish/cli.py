@@ -82,7 +82,7 @@ def show(
 
 @leaderboard_app.command("add")
 def add(
-    submission: Annotated[Path, typer.Argument(help="A submission folder (from `emobench board submit`).")],
+    submission: Annotated[Path, typer.Argument(help="A submission folder (from `emobench submit`).")],
     board: Annotated[Path, typer.Option("--board", help="The leaderboard folder: its submissions/ and tables.")] = Path(
         "leaderboard"),
     protocol: Annotated[Path, typer.Option("--protocol", help="The submission protocol the run is held to.")] = Path(
