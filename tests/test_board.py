@@ -67,13 +67,16 @@ def honest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         code, _, err = emobench("merge", *map(str, parts), "--out", str(root / "runs" / "merged"))
         assert code == 0, err
         runs["merged shards"] = root / "runs" / "merged"
+        runs["shards submitted together"] = parts  # type: ignore[assignment]  # submit merges them itself
         server.state.fault_rate, server.state.fault_kinds = 0.25, ("500", "malformed", "429")
         runs["faults and retries"] = _run(root, "faults", _config(root / "faults.yaml", url, judges=2))
     (root / "protocol.yaml").write_text(yaml.safe_dump(PROTOCOL))
     subs = {}
     for kind, run in runs.items():
-        out = root / "subs" / run.name
-        code, _, err = emobench("submit", str(run), "-o", str(out), "--protocol", str(root / "protocol.yaml"), *DECLARED)
+        parts = run if isinstance(run, list) else [run]
+        out = root / "subs" / kind.replace(" ", "-")
+        code, _, err = emobench("submit", *map(str, parts), "--out", str(out), "--protocol", str(root / "protocol.yaml"),
+                                *DECLARED)
         assert code == 0, f"{kind}: {err}"
         subs[kind] = out
     return subs
@@ -92,7 +95,14 @@ def test_every_honest_kind_verifies(honest: dict[str, Path], protocol: Path, reg
         assert verdict.episodes >= len(CASES) * 2
     record = json.loads((honest["one judge"] / "SUBMISSION.json").read_text())
     assert record["provenance"]["roles"]["judges"][0]["model"] == "judge-model-0"
-    assert record["provenance"]["prompt_versions"]["judge"]
+    assert record["provenance"]["prompt_versions"]["judge"] and record["provenance"]["emobench_version"]
+    assert record["provenance"]["bindings"]["user"].startswith("openai:user-model@")
+    assert record["declaration"] == {"model_name": "Subject 1B", "provider": "self-hosted", "date": "2026-12-01"}
+    episodes = (honest["one judge"] / "episodes.jsonl").read_bytes().splitlines()
+    assert len(record["files"]["episodes.jsonl"]["records"]) == len(episodes) and len(record["root"]) == 64
+    assert "/tmp/" not in json.dumps(record)  # nothing of the submitter's machine
+    together = json.loads((honest["shards submitted together"] / "manifest.json").read_text())
+    assert together["merged_from"] == ["shard0", "shard1"]
 
 
 def test_forgery_kit_catches_every_class(honest: dict[str, Path], protocol: Path, registry: Registry,
@@ -338,3 +348,69 @@ def test_a_stronger_judge_claimed_everywhere_but_the_config_is_refused(honest: d
     forged = plant(honest["two judges"], Forgery("judge claimed", claim), tmp_path / "forged")
     problems = verify(forged, load_protocol(protocol), registry).problems
     assert [(p.file, p.field) for p in problems] == [("manifest.json", "roles.judges[judge-0].model")]
+
+
+def test_the_board_protocol_pins_the_split_seeds_and_roles(registry: Registry) -> None:
+    from emobench.run.runner import ROOT
+
+    board = load_protocol(ROOT / "configs" / "board.yaml")
+    assert board.split == "test" and len(board.seeds) >= 3 and board.registry_version == registry.version("test")
+    assert board.simulator and board.judges and len(board.judges) >= 2 and board.min_turns <= board.max_turns
+
+
+@pytest.mark.parametrize(("pins", "fields"), [
+    ({"simulator": "openai:user-model@http://board/v1",
+      "judges": ["openai:judge-model-0@http://board/v1", "openai:judge-model-1@http://board/v1"]}, []),
+    ({"judges": ["openai:judge-model-1@http://board/v1", "openai:judge-model-0@http://board/v1"]},
+     ["config.panel.judges[0].binding", "config.panel.judges[1].binding"]),  # the panel's order
+    ({"judges": ["openai:judge-model-0@http://board/v1"]}, ["config.panel.judges"]),  # its size
+    ({"judges": ["openai:judge-0@http://board/v1", "openai:judge-1@http://board/v1"]},  # labels are not models
+     ["config.panel.judges[0].binding", "config.panel.judges[1].binding"]),
+    ({"judges": ["litellm:openai/judge-model-0", "openai:judge-model-1@http://board/v1"]},  # the kind is part of it
+     ["config.panel.judges[0].binding"]),
+    ({"simulator": "openai:gpt-4o-mini@http://board/v1"}, ["config.user.binding"]),
+    ({"seeds": [0]}, ["config.seeds"]),  # a run that played more seeds than the board's
+    ({"registry_version": "0" * 64}, ["registry_version"]),
+])
+def test_the_simulator_panel_and_seeds_are_the_protocols_by_binding(
+        honest: dict[str, Path], registry: Registry, tmp_path: Path, pins: dict[str, object], fields: list[str]) -> None:
+    path = tmp_path / "pinned.yaml"
+    path.write_text(yaml.safe_dump({**PROTOCOL, **pins}))
+    problems = verify(honest["two judges"], load_protocol(path), registry).problems
+    assert [p.field for p in problems] == fields and all(p.check == "protocol" for p in problems)
+
+
+def test_integrity_only_skips_the_protocol_but_not_the_rest(honest: dict[str, Path], tmp_path: Path) -> None:
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(yaml.safe_dump({**PROTOCOL, "simulator": "litellm:openai/gpt-4o-mini"}))
+    code, _, err = emobench("verify", str(honest["one judge"]), "--protocol", str(strict))
+    assert code == 1 and "[protocol] manifest.json: config.user.binding" in err
+    code, out, err = emobench("verify", str(honest["one judge"]), "--protocol", str(strict), "--integrity-only")
+    assert code == 0 and "integrity only, protocol not checked" in out, err
+    forged = tmp_path / "forged"
+    shutil.copytree(honest["one judge"], forged)
+    (forged / "episodes.jsonl").write_bytes(b"".join((forged / "episodes.jsonl").read_bytes().splitlines(True)[1:]))
+    code, _, err = emobench("verify", str(forged), "--protocol", str(strict), "--integrity-only")
+    assert code == 1 and "[integrity] episodes.jsonl: line 1: missing" in err
+
+
+def _lines(edit: Callable[[list[bytes]], list[bytes]]) -> Callable[[bytes], bytes]:
+    return lambda data: b"".join(edit(data.splitlines(True)))
+
+
+@pytest.mark.parametrize(("edit", "fields"), [
+    (_lines(lambda ls: ls[1:]), ["line 1: missing"]),
+    (_lines(lambda ls: ls + ls[:1]), ["line {n}: a duplicate of a submitted record"]),
+    (_lines(lambda ls: [ls[1], ls[0], *ls[2:]]), ["line 1: reordered"]),
+    (_lines(lambda ls: [*ls, b'{"key": "x"}\n']), ["line {n}: added"]),
+])
+def test_each_record_missing_duplicated_reordered_or_added_is_named(
+        honest: dict[str, Path], protocol: Path, registry: Registry, tmp_path: Path,
+        edit: Callable[[bytes], bytes], fields: list[str]) -> None:
+    forged = tmp_path / "forged"
+    shutil.copytree(honest["two subjects"], forged)
+    n = len((forged / "episodes.jsonl").read_bytes().splitlines()) + 1
+    (forged / "episodes.jsonl").write_bytes(edit((forged / "episodes.jsonl").read_bytes()))
+    problems = verify(forged, load_protocol(protocol), registry).problems
+    named = [f"{p.field}: {p.message}" for p in problems if p.file == "episodes.jsonl" and p.field != "sha256"]
+    assert len(named) == 1 and named[0].startswith(fields[0].format(n=n)), [p.line() for p in problems]

@@ -24,7 +24,7 @@ from emobench.errors import InputError
 from emobench.records import Episode, EpisodeJudgement, Limits
 from emobench.registry import Registry
 from emobench.run.binding import load_prompts
-from emobench.run.runner import ROOT, prompt_versions
+from emobench.run.runner import ROOT, prompt_versions, select_cases
 from emobench.rundir import read_records
 from emobench.scoring.schema import SCORES_SCHEMA
 
@@ -77,7 +77,7 @@ def verify(folder: Path, protocol: BoardProtocol, registry: Registry, *, integri
     if not integrity_only:
         problems += _protocol(manifest, config, protocol, registry, episodes)
     rows = {f"{r['subject']}|{r['case_id']}|{r['seed']}": r for r in table.to_pylist()}
-    problems += _coverage(manifest, protocol, registry, episodes, judgements, table.num_rows, rows)
+    problems += _coverage(manifest, config, protocol, registry, episodes, judgements, table.num_rows, rows)
     by_key = {j.key: j for j in judgements}
     limits = config.limits()
     for episode in episodes:
@@ -195,13 +195,25 @@ def _protocol(manifest: dict[str, Any], config: RunConfig, protocol: BoardProtoc
     if manifest.get("config_hash") != config.config_hash():
         refuse("config_hash", "is not the hash of the recorded config")
     judges = {j["model"] for j in manifest.get("roles", {}).get("judges", [])}
-    if len(config.panel.judges) < protocol.min_judges:
+    if config.seeds != protocol.seeds:
+        refuse("config.seeds", f"the run declared {config.seeds}; the protocol's are {protocol.seeds}")
+    try:
+        declared = [c.id for c in select_cases(registry, config)]
+    except InputError:  # coverage names it
+        declared = []
+    wanted_cases = protocol.cases if protocol.cases is not None else [c.id for c in registry.cases(protocol.split)]
+    if sorted(declared) != sorted(wanted_cases):
+        refuse("config.cases", f"the run declared {len(declared)} case(s); the protocol's are {len(wanted_cases)}, "
+                               f"{len(set(wanted_cases) - set(declared))} of them not played")
+    found += _roles(config, protocol)
+    if protocol.judges is None and len(config.panel.judges) < protocol.min_judges:
         refuse("config.panel.judges", f"{len(config.panel.judges)} judge(s); the protocol asks for {protocol.min_judges}")
     subjects = {s["label"]: s["model"] for s in manifest.get("roles", {}).get("subjects", [])}
     if protocol.judge_not_subject and judges & set(subjects.values()):
         refuse("roles.judges", f"{sorted(judges & set(subjects.values()))} judge(s) their own replies")
-    for group, bound in (("subjects", config.subjects), ("judges", config.panel.judges)):
+    for group, bound in (("subjects", config.subjects), ("judges", config.panel.judges), ("user", [config.user])):
         recorded = manifest.get("roles", {}).get(group, [])
+        recorded = [recorded] if isinstance(recorded, dict) else recorded
         if len(recorded) != len(bound):
             refuse(f"roles.{group}", f"{len(recorded)} recorded for {len(bound)} in the config")
             continue
@@ -215,8 +227,11 @@ def _protocol(manifest: dict[str, Any], config: RunConfig, protocol: BoardProtoc
     if manifest.get("prompt_versions") != current:
         refuse("prompt_versions", f"{manifest.get('prompt_versions')} are not this library's {current}")
     version = registry.version(protocol.split)
-    if manifest.get("registry_version") != version:
+    if protocol.registry_version is not None and manifest.get("registry_version") != protocol.registry_version:
+        refuse("registry_version", f"is not the protocol's {protocol.registry_version[:12]}")
+    elif manifest.get("registry_version") != version:
         refuse("registry_version", f"is not the {protocol.split} split's {version[:12]}")
+    user = manifest.get("roles", {}).get("user") or {}
     for n, ep in enumerate(episodes, start=1):
         where = f"line {n}"
         if (ep.config_hash, ep.registry_version) != (manifest.get("config_hash"), manifest.get("registry_version")):
@@ -228,25 +243,59 @@ def _protocol(manifest: dict[str, Any], config: RunConfig, protocol: BoardProtoc
         if subjects.get(ep.subject) != model or any(c.model != model for c in ep.calls if c.role == "subject"):
             refuse(f"{where}: roles.subject", f"{model!r} is not the manifest's model for {ep.subject!r}",
                    "episodes.jsonl")
+        if any(c.model != user.get("model") for c in ep.calls if c.role == "user"):
+            refuse(f"{where}: calls", "a user call from a model other than the manifest's simulator", "episodes.jsonl")
         if any(c.model not in judges for c in ep.calls if c.role == "judge"):
             refuse(f"{where}: calls", "a judge call from a model not on the manifest's panel", "episodes.jsonl")
     return found
 
 
-def _coverage(manifest: dict[str, Any], protocol: BoardProtocol, registry: Registry, episodes: list[Episode],
-              judgements: list[EpisodeJudgement], n_rows: int, rows: dict[str, Any]) -> list[Problem]:
+def _roles(config: RunConfig, protocol: BoardProtocol) -> list[Problem]:
+    """The simulator and the panel are the protocol's by binding kind and model id, never by label;
+    the panel by its size and order too."""
     found: list[Problem] = []
-    cases = protocol.cases if protocol.cases is not None else [c.id for c in registry.cases(protocol.split)]
+
+    def same(spec: str, want: str) -> bool:
+        a, b = parse_binding(spec), parse_binding(want)
+        return (a.kind, a.model) == (b.kind, b.model)
+
+    if protocol.simulator is not None and not same(config.user.binding, protocol.simulator):
+        found.append(Problem("protocol", "manifest.json", "config.user.binding",
+                             f"{config.user.binding!r}; the protocol's simulator is {protocol.simulator!r}"))
+    if protocol.judges is None:
+        return found
+    panel = config.panel.judges
+    if len(panel) != len(protocol.judges):
+        found.append(Problem("protocol", "manifest.json", "config.panel.judges",
+                             f"{len(panel)} judge(s); the protocol's panel is {len(protocol.judges)}"))
+        return found
+    for i, (role, want) in enumerate(zip(panel, protocol.judges, strict=True)):
+        if not same(role.binding, want):
+            found.append(Problem("protocol", "manifest.json", f"config.panel.judges[{i}].binding",
+                                 f"{role.binding!r}; the protocol's judge {i + 1} is {want!r}"))
+    return found
+
+
+def _coverage(manifest: dict[str, Any], config: RunConfig, protocol: BoardProtocol, registry: Registry,
+              episodes: list[Episode], judgements: list[EpisodeJudgement], n_rows: int,
+              rows: dict[str, Any]) -> list[Problem]:
+    """Every (case, seed) of the grid the run declared, once per subject (that the declared grid
+    is the protocol's is the protocol check's)."""
+    found: list[Problem] = []
+    try:
+        cases = [c.id for c in select_cases(registry, config)]
+    except InputError as exc:
+        return [Problem("coverage", "manifest.json", f"config.{exc.field}", exc.problem)]
     labels = [s["label"] for s in manifest.get("roles", {}).get("subjects", [])]
-    expected = {f"{s}|{c}|{k}" for s in labels for c in cases for k in protocol.seeds}
+    expected = {f"{s}|{c}|{k}" for s in labels for c in cases for k in config.seeds}
     keys = Counter(e.key for e in episodes)
     for key, n in sorted(keys.items()):
         if n > 1:
             found.append(Problem("coverage", "episodes.jsonl", key, f"{n} episodes under one key"))
     for key in sorted(expected - set(keys)):
-        found.append(Problem("coverage", "episodes.jsonl", key, "missing: the protocol plays every case and seed"))
+        found.append(Problem("coverage", "episodes.jsonl", key, "missing: the run declared this case and seed"))
     for key in sorted(set(keys) - expected):
-        found.append(Problem("coverage", "episodes.jsonl", key, "not a case, seed and subject of the protocol"))
+        found.append(Problem("coverage", "episodes.jsonl", key, "not a case, seed and subject the run declared"))
     for ep in episodes:
         if ep.key != f"{ep.subject}|{ep.case_id}|{ep.seed}":
             found.append(Problem("coverage", "episodes.jsonl", ep.key, "the key does not name its subject, case and seed"))
