@@ -214,6 +214,14 @@ def test_leaderboard_add_keeps_verified_submissions_only(honest: dict[str, Path]
     assert code == 2 and "['subject-0'] on the board already" in err  # one row per subject
     table = pd.read_parquet(board / "leaderboard.parquet")
     assert set(table["subject"]) == {"subject-0"}
+    import pyarrow.parquet as pq
+
+    from emobench.publish.provenance import read_metadata
+
+    root = json.loads((honest["one judge"] / "SUBMISSION.json").read_text())["root"]
+    seal = read_metadata(pq.read_schema(board / "leaderboard.parquet"))["verifications"]["one"]
+    assert seal["root"] == root and seal["verifier_version"] and seal["verified_at"] and seal["protocol_version"] == 1
+    assert root in (board / "index.html").read_text()
     rows = duckdb.sql(f"select count(*) from '{board / 'cases.parquet'}'").fetchall()[0]
     assert rows == (len(CASES),)
     forged = tmp_path / "forged"

@@ -1,24 +1,34 @@
 """`leaderboard add`: a submission that verifies is kept under BOARD/submissions/ and the board's
-leaderboard.parquet and cases.parquet are rebuilt from every submission kept there, so the
-published table is always a function of verified submissions."""
+leaderboard.parquet, cases.parquet and index.html are rebuilt from every submission kept there, so
+the published table is always a function of verified submissions. Each verification (root hash,
+verifier version, date) is kept in BOARD/verifications.json and travels in the table's schema
+metadata (`emobench.verifications`) and on the page."""
 
 from __future__ import annotations
 
+import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 
+import emobench
 from emobench.board.package import RECORD
 from emobench.board.protocol import BoardProtocol
 from emobench.board.verify import Verdict, verify
 from emobench.errors import InputError
+from emobench.library_paths import git_sha
 from emobench.publish.case_scores import build_cases, write_cases
+from emobench.publish.columns import atomic_write
+from emobench.publish.html import write_page
 from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
 from emobench.publish.runs import load_run
 from emobench.registry import Registry
+from emobench.run.runner import ROOT
 
 SUBMISSIONS = "submissions"
+VERIFICATIONS = "verifications.json"
 
 
 def add_submission(submission: Path, board: Path, protocol: BoardProtocol, registry: Registry, *,
@@ -43,10 +53,21 @@ def add_submission(submission: Path, board: Path, protocol: BoardProtocol, regis
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(submission, tmp)
     sources = sorted([*(p for p in kept.iterdir() if not p.name.startswith(".")), target])
+    ledger = board / VERIFICATIONS
+    verified = json.loads(ledger.read_text()) if ledger.exists() else {}
+    verified[str(record["run_id"])] = {
+        "submission": target.name, "root": record["root"], "protocol_version": protocol.version,
+        "verifier_version": emobench.__version__, "verifier_git_sha": git_sha(ROOT),
+        "verified_at": datetime.now(UTC).isoformat(timespec="seconds")}
     try:
         tmp.rename(target)
-        write_leaderboard(build_leaderboard(sources, n_boot=n_boot, seed=seed), board)
+        table = build_leaderboard(sources, n_boot=n_boot, seed=seed)
+        meta = {**(table.schema.metadata or {}), b"emobench.verifications": json.dumps(verified, sort_keys=True).encode()}
+        table = table.replace_schema_metadata(meta)
+        write_leaderboard(table, board)
         write_cases(build_cases([load_run(s) for s in sources]), board)
+        write_page(table, board)
+        atomic_write(ledger, lambda p: p.write_text(json.dumps(verified, indent=2, sort_keys=True) + "\n"))
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)  # a board that could not be rebuilt keeps what it had
         raise
