@@ -1,5 +1,6 @@
-"""The forgery classes of tests/board_forgery_kit.py: 15 ways to cheat, five or more variants each.
-Written beside the verifier; tests/board_heldout.py holds the ones written after its rules froze."""
+"""The forgery classes of tests/board_forgery_kit.py: 16 ways to cheat, five or more variants each
+(eight more in tests/board_forgeries_roles.py). Written beside the verifier; tests/board_heldout.py
+holds the ones written after its rules froze."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from tests.board_forgeries_roles import MORE
 from tests.board_forgery_kit import Forgery, ForgeryClass, Submission
 
 N = 5
@@ -244,6 +246,7 @@ CLASSES = [
     ForgeryClass("truncated episode", "episodes.jsonl", _truncation),
     ForgeryClass("holistic inflation", "judgements.jsonl", _holistic_inflation),
     ForgeryClass("reply rewritten", "episodes.jsonl", _reply_rewrite),
+    *MORE,
 ]
 
 

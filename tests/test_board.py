@@ -26,6 +26,8 @@ from tests.gate_support import emobench
 
 CASES = ["test4-01", "test4-02"]
 DECLARED = ("--model-name", "Subject 1B", "--provider", "self-hosted", "--date", "2026-12-01")
+PINS = {"simulator": "openai:user-model@http://board/v1",
+        "judges": ["openai:judge-model-0@http://board/v1", "openai:judge-model-1@http://board/v1"]}
 PROTOCOL = {"version": 1, "split": "test", "cases": CASES, "seeds": [0, 1], "max_turns": 3, "min_turns": 2,
             "scoring_profile": "emobench", "min_judges": 1}
 
@@ -87,6 +89,14 @@ def protocol(honest: dict[str, Path]) -> Path:
     return next(iter(honest.values())).parent.parent / "protocol.yaml"
 
 
+@pytest.fixture(scope="module")
+def pinned(protocol: Path) -> Path:
+    """The test protocol with the two-judge run's simulator and panel pinned, as configs/board.yaml pins the board's."""
+    path = protocol.parent / "pinned.yaml"
+    path.write_text(yaml.safe_dump({**PROTOCOL, **PINS}))
+    return path
+
+
 def test_every_honest_kind_verifies(honest: dict[str, Path], protocol: Path, registry: Registry) -> None:
     assert len(honest) >= 8
     for kind, folder in honest.items():
@@ -105,21 +115,23 @@ def test_every_honest_kind_verifies(honest: dict[str, Path], protocol: Path, reg
     assert together["merged_from"] == ["shard0", "shard1"]
 
 
-def test_forgery_kit_catches_every_class(honest: dict[str, Path], protocol: Path, registry: Registry,
+def test_forgery_kit_catches_every_class(honest: dict[str, Path], pinned: Path, registry: Registry,
                                          tmp_path: Path) -> None:
     assert len(CLASSES) >= 12 and all(len(c.variants(random.Random(0))) >= 5 for c in CLASSES)
-    table = run_kit(honest["two judges"], load_protocol(protocol), registry, tmp_path, CLASSES)
-    print(markdown(table))
+    table = run_kit(honest["two judges"], load_protocol(pinned), registry, tmp_path, CLASSES)
     for cls in CLASSES:
-        hits, n, missed = table[cls.name]
+        hits, n, missed, _ = table[cls.name]
         assert hits / n >= cls.floor, f"{cls.name}: {hits}/{n}, missed {missed}"
+    from emobench.run.runner import ROOT
+
+    assert markdown(table) in (ROOT / "docs" / "board.md").read_text(), markdown(table)  # the table the docs show
 
 
-def test_held_out_forgeries(honest: dict[str, Path], protocol: Path, registry: Registry, tmp_path: Path) -> None:
-    table = run_kit(honest["two judges"], load_protocol(protocol), registry, tmp_path, HELD_OUT, seed=1)
+def test_held_out_forgeries(honest: dict[str, Path], pinned: Path, registry: Registry, tmp_path: Path) -> None:
+    table = run_kit(honest["two judges"], load_protocol(pinned), registry, tmp_path, HELD_OUT, seed=1)
     print(markdown(table))
-    hits = sum(h for h, _, _ in table.values())
-    planted = sum(n for _, n, _ in table.values())
+    hits = sum(row[0] for row in table.values())
+    planted = sum(row[1] for row in table.values())
     assert hits / planted >= 0.8, markdown(table)
 
 
@@ -367,8 +379,7 @@ def test_the_board_protocol_pins_the_split_seeds_and_roles(registry: Registry) -
 
 
 @pytest.mark.parametrize(("pins", "fields"), [
-    ({"simulator": "openai:user-model@http://board/v1",
-      "judges": ["openai:judge-model-0@http://board/v1", "openai:judge-model-1@http://board/v1"]}, []),
+    (PINS, []),
     ({"judges": ["openai:judge-model-1@http://board/v1", "openai:judge-model-0@http://board/v1"]},
      ["config.panel.judges[0].binding", "config.panel.judges[1].binding"]),  # the panel's order
     ({"judges": ["openai:judge-model-0@http://board/v1"]}, ["config.panel.judges"]),  # its size
