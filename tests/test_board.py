@@ -233,7 +233,7 @@ def test_leaderboard_add_keeps_verified_submissions_only(honest: dict[str, Path]
     root = json.loads((honest["one judge"] / "SUBMISSION.json").read_text())["root"]
     seal = read_metadata(pq.read_schema(board / "leaderboard.parquet"))["verifications"]["one"]
     assert seal["root"] == root and seal["verifier_version"] and seal["verified_at"] and seal["protocol_version"] == 1
-    assert root in (board / "index.html").read_text()
+    assert root in (board / "index.html").read_text() and root in (board / "README.md").read_text()
     rows = duckdb.sql(f"select count(*) from '{board / 'cases.parquet'}'").fetchall()[0]
     assert rows == (len(CASES),)
     forged = tmp_path / "forged"
@@ -433,3 +433,16 @@ def test_each_record_missing_duplicated_reordered_or_added_is_named(
     problems = verify(forged, load_protocol(protocol), registry).problems
     named = [f"{p.field}: {p.message}" for p in problems if p.file == "episodes.jsonl" and p.field != "sha256"]
     assert len(named) == 1 and named[0].startswith(fields[0].format(n=n)), [p.line() for p in problems]
+
+
+def test_leaderboard_build_writes_a_card_datasets_loads_offline(honest: dict[str, Path], tmp_path: Path) -> None:
+    import datasets
+
+    board = tmp_path / "built"
+    code, out, err = emobench("leaderboard", "build", str(honest["two subjects"]), "-o", str(board), "--n-boot", "20",
+                              "--no-html")
+    assert code == 0 and "README.md" in out, err
+    cache = str(tmp_path / "hf-cache")
+    table = datasets.load_dataset(str(board), "leaderboard", split="train", cache_dir=cache)
+    cases = datasets.load_dataset(str(board), "cases", split="train", cache_dir=cache)
+    assert set(table["subject"]) == {"subject-0", "subject-1"} and len(cases) == 2 * len(CASES)

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 import emobench
-from emobench.board.package import RECORD
+from emobench.board.package import RECORD, SUBMISSIONS
 from emobench.board.protocol import BoardProtocol
 from emobench.board.verify import Verdict, verify
 from emobench.errors import InputError
@@ -27,7 +27,6 @@ from emobench.publish.runs import load_run
 from emobench.registry import Registry
 from emobench.run.runner import ROOT
 
-SUBMISSIONS = "submissions"
 VERIFICATIONS = "verifications.json"
 
 
@@ -67,6 +66,9 @@ def add_submission(submission: Path, board: Path, protocol: BoardProtocol, regis
         write_leaderboard(table, board)
         write_cases(build_cases([load_run(s) for s in sources]), board)
         write_page(table, board)
+        from emobench.board.hub import write_card  # hub imports huggingface_hub: only once a board is rebuilt
+
+        write_card(board)
         atomic_write(ledger, lambda p: p.write_text(json.dumps(verified, indent=2, sort_keys=True) + "\n"))
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)  # a board that could not be rebuilt keeps what it had

@@ -14,8 +14,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from emobench.board.accept import SUBMISSIONS
-from emobench.board.package import file_leaks, leaks
+from emobench.board.package import SUBMISSIONS, file_leaks, leaks
 from emobench.errors import EndpointError, InputError
 
 TABLES = {"leaderboard": "leaderboard.parquet", "cases": "cases.parquet"}
@@ -44,6 +43,9 @@ def dataset_card(board: Path) -> Any:
                  for name, file in TABLES.items()],
     )
     rows = "\n".join(f"| {r.subject} | {r.epmq:.1f} |" for r in overall.itertuples())
+    verified = "\n".join(f"- `{run}`: root `{v['root']}`, protocol v{v['protocol_version']}, verified by emobench "
+                         f"{v['verifier_version']} on {v['verified_at']}"
+                         for run, v in sorted(meta.get("verifications", {}).items()))
     body = f"""
 # emobench leaderboard
 
@@ -64,8 +66,14 @@ and sampling) is in each parquet file's schema metadata under `emobench.*` keys.
 {f"It rests on {len(kept)} submission(s), each verified by `emobench verify` before it was added "
  f"(`emobench leaderboard add`), kept under `{SUBMISSIONS}/`." if kept else
  "Built with `emobench leaderboard build` from the runs its metadata names."}
+{verified}
 """
     return DatasetCard(f"---\n{data.to_yaml()}\n---\n{body}")
+
+
+def write_card(board: Path) -> None:
+    """README.md beside the tables, so `datasets.load_dataset(board, CONFIG)` reads the folder as built."""
+    dataset_card(board).save(board / "README.md")
 
 
 def stage(board: Path, out: Path) -> list[str]:

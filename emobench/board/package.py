@@ -19,6 +19,7 @@ from emobench.rundir import RunDir
 
 FORMAT = "emobench-submission/1"
 RECORD = "SUBMISSION.json"
+SUBMISSIONS = "submissions"  # where a board keeps the submissions it rests on
 FILES = ("manifest.json", "episodes.jsonl", "judgements.jsonl", "scores.parquet")
 OPTIONAL = ("pairwise.jsonl",)
 

@@ -56,9 +56,12 @@ def build(
             from emobench.publish.html import write_page
 
             write_page(table, out, run_dirs)
+        from emobench.board.hub import write_card
+
+        write_card(out)
     console = Console()
     render_table(table, console)
-    written = "leaderboard.parquet, cases.parquet" + (" and index.html" if html else "")
+    written = "leaderboard.parquet, cases.parquet, README.md (its dataset card)" + (" and index.html" if html else "")
     console.print(f"wrote {written} to {out}", soft_wrap=True)
 
 
