@@ -49,6 +49,17 @@ def _run(root: Path, name: str, config: Path, *extra: str) -> Path:
     return root / "runs" / name
 
 
+def _interrupt(run: Path) -> None:
+    """The run as a crash after its first episode left it: one episode and its judgement, no scores."""
+    first = (run / "episodes.jsonl").read_bytes().splitlines(True)[0]
+    (run / "episodes.jsonl").write_bytes(first)
+    key = json.loads(first)["key"]
+    judged = (run / "judgements.jsonl").read_bytes().splitlines(True)
+    (run / "judgements.jsonl").write_bytes(b"".join(line for line in judged if json.loads(line)["key"] == key))
+    for name in ("scores.parquet", "leaderboard.parquet", "report.json"):
+        (run / name).unlink()
+
+
 @pytest.fixture(scope="module")
 def honest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Eight kinds of honest run, each submitted once."""
@@ -70,6 +81,10 @@ def honest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         assert code == 0, err
         runs["merged shards"] = root / "runs" / "merged"
         runs["shards submitted together"] = parts  # type: ignore[assignment]  # submit merges them itself
+        runs["resumed"] = _run(root, "resumed", _config(root / "resumed.yaml", url, judges=2))
+        _interrupt(runs["resumed"])
+        code, _, err = emobench("run", "--resume", str(runs["resumed"]), "--no-progress")
+        assert code == 0, err
         server.state.fault_rate, server.state.fault_kinds = 0.25, ("500", "malformed", "429")
         runs["faults and retries"] = _run(root, "faults", _config(root / "faults.yaml", url, judges=2))
     (root / "protocol.yaml").write_text(yaml.safe_dump(PROTOCOL))
