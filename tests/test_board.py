@@ -8,6 +8,7 @@ import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -81,6 +82,8 @@ def honest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         assert code == 0, err
         runs["merged shards"] = root / "runs" / "merged"
         runs["shards submitted together"] = parts  # type: ignore[assignment]  # submit merges them itself
+        runs["adaptive"] = _run(root, "adaptive", _config(root / "adaptive.yaml", url, judges=2), "--stop-when",
+                                "calls<=30", "--wave", "1", "--no-cache")
         runs["resumed"] = _run(root, "resumed", _config(root / "resumed.yaml", url, judges=2))
         _interrupt(runs["resumed"])
         code, _, err = emobench("run", "--resume", str(runs["resumed"]), "--no-progress")
@@ -117,7 +120,7 @@ def test_every_honest_kind_verifies(honest: dict[str, Path], protocol: Path, reg
     for kind, folder in honest.items():
         verdict = verify(folder, load_protocol(protocol), registry)
         assert verdict.ok, f"{kind}: {[p.line() for p in verdict.problems[:5]]}"
-        assert verdict.episodes >= len(CASES) * 2
+        assert verdict.episodes >= len(CASES) * 2 or (kind == "adaptive" and verdict.episodes == 2)  # one case: stopped
     record = json.loads((honest["one judge"] / "SUBMISSION.json").read_text())
     assert record["provenance"]["roles"]["judges"][0]["model"] == "judge-model-0"
     assert record["provenance"]["prompt_versions"]["judge"] and record["provenance"]["emobench_version"]
@@ -461,3 +464,19 @@ def test_leaderboard_build_writes_a_card_datasets_loads_offline(honest: dict[str
     table = datasets.load_dataset(str(board), "leaderboard", split="train", cache_dir=cache)
     cases = datasets.load_dataset(str(board), "cases", split="train", cache_dir=cache)
     assert set(table["subject"]) == {"subject-0", "subject-1"} and len(cases) == 2 * len(CASES)
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda m: m.pop("adaptive"), "episodes.jsonl: subject-0|"),  # no record: the whole grid is owed
+    (lambda m: m["adaptive"].update(rules=["calls<=1000"]), "adaptive.stopped"),  # a rule it did not play by
+    (lambda m: m["adaptive"].update(reason="pairs-resolved: every pair's sequence excludes 0"), "adaptive.reason"),
+    (lambda m: m["adaptive"].update(wave=2), "adaptive.cases_played"),
+])
+def test_an_adaptive_run_is_accepted_only_with_its_stopping_record_intact(
+        honest: dict[str, Path], protocol: Path, registry: Registry, tmp_path: Path,
+        edit: Callable[[dict[str, Any]], object], says: str) -> None:
+    from tests.board_forgery_kit import Forgery, plant
+
+    forged = plant(honest["adaptive"], Forgery("stop record", lambda sub: edit(sub.manifest)), tmp_path / "forged")
+    problems = verify(forged, load_protocol(protocol), registry).problems
+    assert any(says in p.line() and p.check == "coverage" for p in problems), [p.line() for p in problems[:5]]

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
+from emobench.board.adaptive import replay_stop
 from emobench.board.hashing import file_sha256, record_hashes, record_sha256, root_hash
 from emobench.board.package import FILES, FORMAT, OPTIONAL, RECORD, file_leaks
 from emobench.board.protocol import BoardProtocol
@@ -77,7 +78,7 @@ def verify(folder: Path, protocol: BoardProtocol, registry: Registry, *, integri
     if not integrity_only:
         problems += _protocol(manifest, config, protocol, registry, episodes)
     rows = {f"{r['subject']}|{r['case_id']}|{r['seed']}": r for r in table.to_pylist()}
-    problems += _coverage(manifest, config, protocol, registry, episodes, judgements, table.num_rows, rows)
+    problems += _coverage(folder, manifest, config, registry, episodes, judgements, table.num_rows, rows)
     by_key = {j.key: j for j in judgements}
     limits = config.limits()
     for episode in episodes:
@@ -276,18 +277,23 @@ def _roles(config: RunConfig, protocol: BoardProtocol) -> list[Problem]:
     return found
 
 
-def _coverage(manifest: dict[str, Any], config: RunConfig, protocol: BoardProtocol, registry: Registry,
+def _coverage(folder: Path, manifest: dict[str, Any], config: RunConfig, registry: Registry,
               episodes: list[Episode], judgements: list[EpisodeJudgement], n_rows: int,
               rows: dict[str, Any]) -> list[Problem]:
     """Every (case, seed) of the grid the run declared, once per subject (that the declared grid
-    is the protocol's is the protocol check's)."""
+    is the protocol's is the protocol check's); of an adaptive run, the cells its stopping rules
+    played, replayed."""
     found: list[Problem] = []
     try:
         cases = [c.id for c in select_cases(registry, config)]
     except InputError as exc:
         return [Problem("coverage", "manifest.json", f"config.{exc.field}", exc.problem)]
+    cells = {(c, k) for c in cases for k in config.seeds}
+    if "adaptive" in manifest:
+        cells, wrong = replay_stop(folder, manifest["adaptive"], config, registry, cases)
+        found += [Problem("coverage", "manifest.json", where, message) for where, message in wrong]
     labels = [s["label"] for s in manifest.get("roles", {}).get("subjects", [])]
-    expected = {f"{s}|{c}|{k}" for s in labels for c in cases for k in config.seeds}
+    expected = {f"{s}|{c}|{k}" for s in labels for c, k in cells}
     keys = Counter(e.key for e in episodes)
     for key, n in sorted(keys.items()):
         if n > 1:
@@ -302,7 +308,7 @@ def _coverage(manifest: dict[str, Any], config: RunConfig, protocol: BoardProtoc
     if n_rows != len(rows) or set(rows) != set(keys):
         found.append(Problem("coverage", "scores.parquet", "", f"{n_rows} rows for {len(keys)} episodes: one row each"))
     judged = Counter(j.key for j in judgements)
-    if protocol.holistic and (set(judged) != set(keys) or any(n > 1 for n in judged.values())):
+    if config.panel.holistic and (set(judged) != set(keys) or any(n > 1 for n in judged.values())):
         found.append(Problem("coverage", "judgements.jsonl", "", "not one judgement per episode"))
     return found
 
