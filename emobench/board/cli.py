@@ -22,8 +22,8 @@ SHOWN = 20  # problems printed; the count says how many more
 
 
 def submit(
-    runs: Annotated[list[Path], typer.Argument(help="Finished, scored run directories: one, or the shards or "
-                                                    "resumed parts of one run, merged first.")],
+    runs: Annotated[list[Path], typer.Argument(help="Finished, scored run directories: one run, or the shards "
+                                                    "of one run (merged first, as `emobench merge` does).")],
     out: Annotated[Path, typer.Option("-o", "--out", help="The submission folder to write (new or empty).")],
     model_name: Annotated[str, typer.Option("--model-name", help="The model under test, as the submitter declares it.")],
     provider: Annotated[str, typer.Option("--provider", help="Who serves it (an API provider, or self-hosted).")],
