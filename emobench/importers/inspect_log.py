@@ -1,0 +1,136 @@
+"""`emobench import inspect LOG… --out RUN`: inspect logs of the emobench task as a run directory.
+
+Each finished sample's store holds its Episode and EpisodeJudgement as `emobench run` writes them
+(emobench/inspect_task/solver.py); the task's metadata holds what a run's manifest says of the
+run. The run is then scored as any run is (finalize_run), so every command reads it alike.
+A sample that ended in an error has no episode: it is counted, not imported.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from inspect_ai.log import EvalLog, read_eval_log
+from pydantic import ValidationError
+
+from emobench.config import RunConfig
+from emobench.errors import InputError
+from emobench.inspect_task.solver import CONFIG_KEY, stored_records
+from emobench.records import Episode, EpisodeJudgement
+from emobench.run.binding import run_registry
+from emobench.run.finalize import finalize_run
+from emobench.rundir import RunDir, append_line
+
+TASK = "emobench/emobench"
+MANIFEST_KEY = "emobench_manifest"
+
+
+@dataclass
+class Imported:
+    episodes: list[Episode] = field(default_factory=list)
+    judgements: list[EpisodeJudgement] = field(default_factory=list)
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # config hash -> config as played
+    unfinished: Counter[str] = field(default_factory=Counter)  # why samples have no episode
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    manifest: dict[str, Any] | None = None
+
+
+def read_log(path: Path) -> EvalLog:
+    """The log, or one line saying why it is not one of this task's."""
+    if not path.is_file():
+        raise InputError(path, "", "no such log file")
+    try:
+        log = read_eval_log(str(path), exclude_fields={"messages", "events", "attachments"})
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError) as exc:
+        raise InputError(path, "", f"not a readable inspect log (truncated or damaged?): {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    if log.eval.task != TASK:
+        raise InputError(path, "eval.task", f"{log.eval.task!r} is not emobench's task ({TASK})")
+    if not isinstance((log.eval.metadata or {}).get(MANIFEST_KEY), dict):
+        raise InputError(path, f"eval.metadata.{MANIFEST_KEY}", "missing: not written by emobench's task")
+    return log
+
+
+def collect(paths: list[Path]) -> Imported:
+    found = Imported()
+    seen: set[str] = set()
+    for path in paths:
+        log = read_log(path)
+        about = dict((log.eval.metadata or {})[MANIFEST_KEY])
+        if found.manifest is not None and about.get("registry_version") != found.manifest.get("registry_version"):
+            raise InputError(path, f"eval.metadata.{MANIFEST_KEY}.registry_version",
+                             "differs from the first log's: the case cards changed between the evaluations")
+        found.manifest = found.manifest or about
+        found.logs.append({"log": str(path), "eval_id": log.eval.eval_id, "status": log.status,
+                           "task_version": log.eval.task_version, "inspect_version": log.eval.packages.get("inspect_ai"),
+                           "created": log.eval.created})
+        for number, sample in enumerate(log.samples or [], start=1):
+            try:
+                records = stored_records(sample.store)
+            except ValidationError as exc:
+                raise InputError(path, f"samples[{number}].store", f"not an emobench record: {exc.errors()[0]['msg']}") from None
+            if records is None:
+                found.unfinished[sample.error.message.splitlines()[0] if sample.error else "no episode"] += 1
+                continue
+            episode, judgement = records
+            if episode.key in seen:  # a retried eval's log repeats the samples it carried over
+                continue
+            seen.add(episode.key)
+            found.episodes.append(episode)
+            found.judgements.append(judgement)
+            found.configs[episode.config_hash] = sample.store[CONFIG_KEY]
+    return found
+
+
+def _roles(episode: Episode, panel: str) -> dict[str, Any]:
+    """The manifest's roles, as `emobench run` writes them (BoundRoles.info)."""
+
+    def info(name: str) -> list[dict[str, Any]]:
+        value = episode.roles[name]
+        return [r.model_dump() for r in (value if isinstance(value, list) else [value])]
+
+    return {
+        "subjects": info("subject"),
+        "user": info("user")[0],
+        "judges": info("judges"),
+        "director": info("director")[0] if "director" in episode.roles else "rule",
+        "panel": panel,
+    }
+
+
+def import_inspect(paths: list[Path], out_dir: Path, *, root: Path) -> dict[str, Any]:
+    """Write the run directory from the logs; returns what was imported, for the command's line."""
+    out = RunDir(out_dir)
+    if out.manifest.exists():
+        raise InputError(out.manifest, "", "already exists; import into a new run directory")
+    found = collect(paths)
+    if not found.episodes:
+        why = "; ".join(f"{n} × {reason}" for reason, n in found.unfinished.items()) or "the logs hold no sample"
+        raise InputError(paths[0], "samples", f"no finished episode to import ({why})")
+    if len(found.configs) > 1:
+        raise InputError(paths[0], "samples", "episodes of different models or configs: import each evaluation into "
+                         "its own run, then `emobench merge` them")
+    assert found.manifest is not None  # collect read at least one log
+    played = RunConfig.model_validate(next(iter(found.configs.values())))
+    registry = run_registry(played, root)
+    out.create()
+    for episode, judgement in zip(found.episodes, found.judgements, strict=True):
+        out.append_episode(episode)
+        append_line(out.judgements, judgement.model_dump_json().encode())
+    imported_at = datetime.now(UTC).isoformat(timespec="seconds")
+    out.write_json(out.manifest, {
+        **found.manifest,
+        "run_id": out.path.name,
+        "config": played.model_dump(mode="json"),
+        "config_hash": played.config_hash(),
+        "roles": _roles(found.episodes[0], played.panel.name),
+        "inspect": {"logs": found.logs, "unfinished_samples": dict(found.unfinished), "imported_at": imported_at},
+    })
+    out.mark_latest()
+    finalize_run(out, registry)
+    return {"episodes": len(found.episodes), "unfinished": dict(found.unfinished), "logs": len(paths)}

@@ -1,0 +1,89 @@
+"""`inspect eval emobench/emobench`: emobench's cases as an inspect task, one sample per (case, seed).
+
+The config is loaded as `emobench run` loads it (its flags become task parameters); the task's
+metadata carries what a run's manifest says of the run, for `emobench import inspect`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inspect_ai import Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+
+import emobench as package
+from emobench.config import RunConfig
+from emobench.episode.roles import Provenance
+from emobench.inspect_task.scorers import emobench_scores
+from emobench.inspect_task.solver import EpisodeSetup, play_and_judge
+from emobench.library_paths import library_root
+from emobench.prompts import cases_language
+from emobench.registry import Case
+from emobench.run.binding import load_prompts, run_registry
+from emobench.run.flags import flag_overrides, load_run_config
+from emobench.run.runner import manifest, select_cases
+
+DEFAULT_CONFIG = "configs/standard.yaml"
+# What a sample's metadata says of its case: the fields the leaderboard slices by.
+SLICE_FIELDS = ("scenario_id", "persona_id", "category", "dominant_axis", "difficulty", "threshold", "valence", "language")
+
+
+def sample_id(case_id: str, seed: int) -> str:
+    return f"{case_id}|{seed}"
+
+
+def case_sample(case: Case, seed: int) -> Sample:
+    metadata = {
+        "case_id": case.id, "seed": seed, "scenario_id": case.scenario.id, "persona_id": case.persona.id,
+        "category": case.scenario.category, "dominant_axis": case.dominant_axis, "difficulty": case.difficulty,
+        "threshold": case.persona.threshold, "valence": case.valence, "language": case.language,
+    }
+    return Sample(id=sample_id(case.id, seed), input=case.opening, metadata=metadata)
+
+
+def task_config(
+    config: str, split: str | None, seeds: str | int | None, max_turns: int | None, min_turns: int | None,
+    language: str | None, cases: str | None, limit: int | None,
+) -> RunConfig:
+    """The config file with the task parameters on top, checked as `emobench run` checks its flags."""
+    if language is not None and split is not None and language != "en" and not split.endswith(f"-{language}"):
+        split = f"{split}-{language}"  # the library's Chinese splits are test-zh, dev-zh, demo-zh
+    overrides = flag_overrides(None, None, None, split, None if seeds is None else str(seeds), max_turns, min_turns, limit)
+    if cases is not None:
+        overrides["cases"] = [c.strip() for c in str(cases).split(",") if c.strip()]
+    run_config, _ = load_run_config(Path(config), None, overrides, notes=[])
+    return run_config
+
+
+@task(name="emobench")
+def emobench(
+    config: str = DEFAULT_CONFIG,
+    split: str | None = None,
+    seeds: str | int | None = None,
+    max_turns: int | None = None,
+    min_turns: int | None = None,
+    language: str | None = None,
+    cases: str | None = None,
+    limit: int | None = None,
+) -> Task:
+    """emobench's episodes: the model under evaluation is the subject; user, judge (judge_2, …)
+    and director are model roles, the config's bindings where a role is not given."""
+    root = library_root()
+    run_config = task_config(config, split, seeds, max_turns, min_turns, language, cases, limit)
+    registry = run_registry(run_config, root)
+    played = select_cases(registry, run_config)
+    case_language = cases_language(played)
+    prompts = load_prompts(root, run_config, case_language)
+    registry_version = registry.version(run_config.split)
+    setup = EpisodeSetup(
+        config=run_config, cases={c.id: c for c in played}, prompts=prompts, root=root, language=case_language,
+        provenance=Provenance(run_config.split, registry_version, run_config.config_hash(), package.__version__),
+    )
+    about = manifest(run_config, "inspect", registry_version, prompts, {}, root, case_language)
+    return Task(
+        dataset=MemoryDataset([case_sample(c, s) for c in played for s in run_config.seeds], name=f"emobench-{run_config.split}"),
+        solver=play_and_judge(setup),
+        scorer=emobench_scores(setup),
+        metadata={"emobench_manifest": about},
+        version=package.__version__,
+    )
