@@ -60,10 +60,10 @@ def generate_config(sampling: Sampling, seed: int, response_format: dict[str, An
     )
 
 
-def inspect_caller(role: str, model: Model, sampling: Sampling) -> RoleCaller:
+def inspect_caller(role: str, model: Model, sampling: Sampling, label: str | None = None) -> RoleCaller:
     """A role played by an inspect model; its record names the model as inspect does."""
     name = str(model)
-    info = RoleInfo(label=name, model=model.name, endpoint=f"inspect:{name}", sampling=sampling)
+    info = RoleInfo(label=label or name, model=model.name, endpoint=f"inspect:{name}", sampling=sampling)
 
     async def call(messages: list[dict[str, str]], seed: int, response_format: dict[str, Any] | None) -> Completion:
         started = time.perf_counter()
@@ -90,19 +90,6 @@ def judge_models() -> list[Model]:
     return [get_model(role=role) for _, role in sorted(named)]
 
 
-def _distinct(callers: list[RoleCaller]) -> list[RoleCaller]:
-    """Judges are told apart by label (verdicts, agreement): the same model twice gets #2, #3."""
-    seen: dict[str, int] = {}
-    out = []
-    for caller in callers:
-        seen[caller.info.label] = seen.get(caller.info.label, 0) + 1
-        if seen[caller.info.label] > 1:
-            info = caller.info.model_copy(update={"label": f"{caller.info.label}#{seen[caller.info.label]}"})
-            caller = RoleCaller(role=caller.role, info=info, call=caller.call)
-        out.append(caller)
-    return out
-
-
 async def bind_inspect_roles(config: RunConfig, stack: AsyncExitStack, log_dir: Path) -> BoundRoles:
     """Every role of one sample: inspect's where inspect names it, else the config's binding."""
     pool: EndpointPool | None = None
@@ -124,7 +111,10 @@ async def bind_inspect_roles(config: RunConfig, stack: AsyncExitStack, log_dir: 
     named = judge_models()
     if named:
         samplings = [config.judges[min(i, len(config.judges) - 1)].sampling for i in range(len(named))]
-        judges = [inspect_caller("judge", m, s) for m, s in zip(named, samplings, strict=True)]
+        # Labelled as `emobench run --judge` labels them: several are judge-0, judge-1, … (a judge's
+        # label is part of its requests' seeds, so the same panel sends the same requests).
+        labels = [f"judge-{i}" if len(named) > 1 else None for i in range(len(named))]
+        judges = [inspect_caller("judge", m, s, label) for m, s, label in zip(named, samplings, labels, strict=True)]
     else:
         judges = [await fallback("judge", f"panel.judges[{i}]", j) for i, j in enumerate(config.judges)]
     director = None
@@ -133,7 +123,7 @@ async def bind_inspect_roles(config: RunConfig, stack: AsyncExitStack, log_dir: 
         director = inspect_caller("director", get_model(role="director"), sampling)
     elif config.director is not None:
         director = await fallback("director", "director", config.director)
-    return BoundRoles(user=user, judges=tuple(_distinct(judges)), subjects=[subject], director=director)
+    return BoundRoles(user=user, judges=tuple(judges), subjects=[subject], director=director)
 
 
 def played_config(config: RunConfig, bound: BoundRoles) -> RunConfig:

@@ -1,0 +1,233 @@
+"""The inspect task against `emobench run`: the same two demo cases, one seed, every role on the fake
+server, played once through each front door (module-scoped), then compared record by record.
+
+Also: what the log shows, `emobench import inspect` refusing logs it cannot read, and a provider
+failing mid-sample (429, 500, a malformed structured answer) with `inspect eval-retry` after it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tests.inspect_support import MODEL, PlannedState, asked, inspect_eval, inspect_retry, only_log  # isort: skip (skips without inspect)
+from inspect_ai.log import read_eval_log, write_eval_log
+
+from emobench.importers.inspect_log import import_inspect
+from emobench.records import Episode
+from emobench.run.runner import ROOT
+from emobench.rundir import RunDir
+from tests.conftest import write_config
+from tests.fake_openai import FakeOpenAIServer, default_responder
+from tests.gate_support import emobench
+
+CASES = ["demo4-01", "demo4-02"]
+# What differs by front door and nothing else: how the roles were reached (endpoints, and the config
+# hash, which holds the labels of the roles inspect bound), when and how fast things happened.
+EPISODE_ASIDE = {"roles", "config_hash", "started_at", "finished_at"}
+CALL_ASIDE = {"label", "model", "endpoint", "latency_s"}  # model: inspect names it service/model
+SCORE_ASIDE = {"run_id", "config_hash"}
+# inspect's schema type has no minItems/maxItems; its openai-api provider drops the others.
+SCHEMA_BOUNDS = ("pattern", "minLength", "maxLength", "minimum", "maximum", "examples", "minItems", "maxItems")
+
+
+@dataclass(frozen=True)
+class Played:
+    run: Path  # emobench run's
+    imported: Path  # the inspect log's, imported
+    log: Path
+    run_requests: list[dict[str, Any]]
+    eval_requests: list[dict[str, Any]]
+    run_s: float
+    eval_s: float
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
+    import time
+
+    root = tmp_path_factory.mktemp("inspect")
+    with FakeOpenAIServer(PlannedState()) as server:
+        two_judges = [{"binding": f"openai:fake-model@{server.base_url}", "label": "judge-0",
+                       "sampling": {"temperature": 0.0, "max_tokens": 300}},
+                      {"binding": f"openai:fake-model@{server.base_url}", "label": "judge-1",
+                       "sampling": {"temperature": 0.7, "max_tokens": 300}}]
+        # The subject named as inspect names it: its name is part of the persona probe's seed.
+        subject = [{"binding": f"openai:fake-model@{server.base_url}", "label": MODEL}]
+        config = write_config(root / "two.yaml", server.base_url, cases=CASES, judges=two_judges, seeds=[0], subjects=subject)
+        started = time.perf_counter()
+        code, _, err = emobench("run", "--config", str(config), "--out", str(root / "runs"), "--run-id", "cli", "--no-progress")
+        run_s = time.perf_counter() - started
+        assert code == 0, err
+        run_requests = [asked(r["body"]) for r in server.state.requests]
+        server.state.requests.clear()
+        done, eval_s = inspect_eval(server.base_url, root / "logs", root, "-T", f"config={config}", judges=2)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        eval_requests = [asked(r["body"]) for r in server.state.requests]
+    log = only_log(root / "logs")
+    code, _, err = emobench("import", "inspect", str(log), "--out", str(root / "runs" / "inspect"))
+    assert code == 0, err
+    yield Played(root / "runs" / "cli", root / "runs" / "inspect", log, run_requests, eval_requests, run_s, eval_s)
+
+
+def _unbounded(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _unbounded(v) for k, v in value.items() if k not in SCHEMA_BOUNDS}
+    if isinstance(value, (list, tuple)):
+        return [_unbounded(v) for v in value]
+    return value
+
+
+def _episode(episode: Episode) -> dict[str, Any]:
+    data = episode.model_dump(mode="json", exclude=EPISODE_ASIDE)
+    data["calls"] = [{k: v for k, v in call.items() if k not in CALL_ASIDE} for call in data["calls"]]
+    return data
+
+
+def test_both_front_doors_send_the_same_requests_and_record_the_same_episodes(played: Played) -> None:
+    def key(request: dict[str, Any]) -> str:
+        return json.dumps(request, sort_keys=True)  # inspect writes a schema's keys in another order
+
+    # A schema's bounds do not reach the provider through inspect (docs/inspect.md); nothing else differs.
+    assert "minLength" in key(played.run_requests) and not any(b in key(played.eval_requests) for b in SCHEMA_BOUNDS)
+    assert sorted(map(key, played.eval_requests)) == sorted(key(_unbounded(r)) for r in played.run_requests)
+    assert len(played.eval_requests) > 20  # subject, user, two judges' MDEP and holistic calls, the probe
+    cli = {e.case_id: e for e in RunDir(played.run).read_episodes()}
+    imported = {e.case_id: e for e in RunDir(played.imported).read_episodes()}
+    assert sorted(cli) == sorted(imported) == CASES
+    for case in CASES:
+        assert _episode(imported[case]) == _episode(cli[case])
+        assert imported[case].subject == MODEL and imported[case].roles["user"].endpoint == f"inspect:{MODEL}"  # type: ignore[union-attr]
+        assert imported[case].registry_version == cli[case].registry_version
+
+
+def test_the_imported_run_scores_as_the_run_did(played: Played) -> None:
+    def rows(run: Path) -> pd.DataFrame:
+        scores = pd.read_parquet(RunDir(run).scores).drop(columns=list(SCORE_ASIDE))
+        return scores.sort_values("case_id").reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(rows(played.imported), rows(played.run))
+    manifest, cli = RunDir(played.imported).read_manifest(), RunDir(played.run).read_manifest()
+    for field in ("split", "registry_version", "prompt_versions", "templates_language", "emobench_version"):
+        assert manifest[field] == cli[field], field
+    assert manifest["inspect"]["logs"][0]["eval_id"] and manifest["roles"]["judges"][1]["label"] == "judge-1"
+    assert "unused" not in RunDir(played.imported).manifest.read_text()  # the key stays with inspect
+    board = str(played.imported.parent / "board")
+    for command in (["show", str(played.imported)], ["report", str(played.imported)],
+                    ["leaderboard", "build", str(played.imported), "-o", board, "--n-boot", "200"]):
+        code, _, err = emobench(*command)
+        assert code == 0, (command, err)
+
+
+def test_the_log_shows_turns_verdicts_and_scores(played: Played) -> None:
+    log = read_eval_log(str(played.log))
+    assert log.status == "success" and log.eval.task == "emobench/emobench"
+    sample = next(s for s in log.samples or [] if s.id == f"{CASES[0]}|0")
+    assert sample.metadata["case_id"] == CASES[0] and sample.metadata["dominant_axis"]
+    episode = Episode.model_validate(sample.store["emobench:episode"])
+    # The conversation as the subject had it; the simulator's inner note is shown, never sent.
+    said = [(m.role, m.text) for m in sample.messages]
+    assert said == [r for t in episode.turns for r in (("user", t.user.message), ("assistant", t.reply))]
+    assert sample.messages[2].metadata == {"inner": "testing them"}
+    subject_asked = [r for r in played.eval_requests if "schema" not in r]
+    assert not any("testing them" in json.dumps(r["messages"]) for r in subject_asked)
+    turns = [e for e in sample.events if e.event == "info" and (e.source or "").startswith("emobench turn")]
+    assert [e.data["turn"] for e in turns] == [t.index for t in episode.turns]  # type: ignore[index]
+    assert turns[0].data["verdict"]["valid"] and len(turns[0].data["judges"]) == 2  # type: ignore[index]
+    assert turns[0].data["epm"] == episode.turns[0].epm.model_dump(mode="json")  # type: ignore[index, union-attr]
+    scores = {s.name: s for s in log.results.scores}  # type: ignore[union-attr]
+    assert {"epmq", "epmq_empa", "success", "final_meter", "empathy", "coherence"} <= set(scores)
+    epmq = scores["epmq"].metrics
+    cli = pd.read_parquet(RunDir(played.run).scores)
+    assert epmq["emobench/case_bootstrap_mean"].value == pytest.approx(cli["epmq"].mean())
+    assert epmq["emobench/case_bootstrap_ci_lo"].value <= epmq["emobench/case_bootstrap_mean"].value
+    assert "emobench/judge_agreement_holistic.empathy" in epmq  # two judges: their alpha
+
+
+def test_import_refuses_another_task_and_a_truncated_log(played: Played, tmp_path: Path) -> None:
+    other = read_eval_log(str(played.log))
+    other.eval.task = "someone/else"
+    write_eval_log(other, str(tmp_path / "other.eval"))
+    cut = tmp_path / "cut.eval"
+    cut.write_bytes(played.log.read_bytes()[: played.log.stat().st_size // 2])
+    for log, said in ((tmp_path / "other.eval", "eval.task: 'someone/else' is not emobench's task"),
+                      (cut, "not a readable inspect log")):
+        code, out, err = emobench("import", "inspect", str(log), "--out", str(tmp_path / "run"))
+        assert code == 2 and out == "" and err.count("\n") == 1 and said in err and str(log) in err, err
+        assert not (tmp_path / "run").exists()
+
+
+def test_a_failing_provider_ends_samples_as_emobench_does_and_retry_replays_only_the_failed(tmp_path: Path) -> None:
+    """demo4-01: every simulated user move malformed (not JSON), so the episode stops as the loop stops
+    it (simulator_invalid after its retries), one 429 on the way. demo4-02: 500s past inspect's
+    retries, so the sample ends in an error the log names. eval-retry then plays demo4-02 alone."""
+    first, second = _opening(CASES[0]), _opening(CASES[1])
+    state = PlannedState(responder=lambda body: "not json" if _is_move(body) and first in json.dumps(body)
+                         else default_responder(body))
+    refused: set[str] = set()
+
+    def plan(body: dict[str, Any]) -> str | None:
+        text = json.dumps(body["messages"])
+        if second in text:
+            return "500"
+        if first in text and "429" not in refused:
+            refused.add("429")
+            return "429"
+        return None
+
+    state.plan = plan
+    config = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9/v1", cases=CASES, seeds=[0])
+    with FakeOpenAIServer(state) as server:
+        done, _ = inspect_eval(server.base_url, tmp_path / "logs", tmp_path, "-T", f"config={config}",
+                               "--max-retries", "1", "--no-fail-on-error")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        log_path = only_log(tmp_path / "logs")
+        log = read_eval_log(str(log_path))
+        samples = {s.id: s for s in log.samples or []}
+        ended = Episode.model_validate(samples[f"{CASES[0]}|0"].store["emobench:episode"])
+        assert ended.stop_reason == "simulator_invalid" and len(ended.turns) == 1
+        moves = [c.error or "" for c in ended.calls if c.role == "user"]
+        assert len(moves) == 3 and all(error.startswith("not JSON") for error in moves)  # simulator_retries 2
+        failed = samples[f"{CASES[1]}|0"]
+        assert failed.error is not None and "InternalServerError" in failed.error.message
+        assert "emobench:episode" not in failed.store
+        assert state.injected["429"] == 1 and state.injected["500"] >= 2  # inspect retried (and the SDK under it)
+        shutil.copy(log_path, tmp_path / "first.eval")
+
+        state.plan = None
+        state.requests.clear()
+        retried, _ = inspect_retry(server.base_url, log_path, tmp_path)
+        assert retried.returncode == 0, retried.stdout[-3000:] + retried.stderr[-3000:]
+        assert state.requests and not any(first in json.dumps(r["body"]["messages"]) for r in state.requests)
+    logs = sorted((tmp_path / "logs").glob("*.eval"), key=lambda p: p.stat().st_mtime)
+    code, _, err = emobench("import", "inspect", str(logs[-1]), "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    assert {e.case_id: e.stop_reason for e in RunDir(tmp_path / "run").read_episodes()}[CASES[0]] == "simulator_invalid"
+    # The first log alone: demo4-02 is left out and counted, with why.
+    first_only = import_inspect([tmp_path / "first.eval"], tmp_path / "first-run", root=ROOT)
+    assert first_only["episodes"] == 1 and [n for n in first_only["unfinished"].values()] == [1]
+    assert "InternalServerError" in next(iter(first_only["unfinished"]))
+
+
+def _opening(case_id: str) -> str:
+    from emobench.registry import load_registry
+
+    return json.dumps(load_registry(ROOT).case(case_id).opening)[1:-1]
+
+
+def _is_move(body: dict[str, Any]) -> bool:
+    return (body.get("response_format") or {}).get("json_schema", {}).get("name") == "user_move"
+
+
+def test_the_entry_point_names_the_task() -> None:
+    from importlib.metadata import entry_points
+
+    (point,) = [p for p in entry_points(group="inspect_ai") if p.name == "emobench"]
+    assert point.value == "emobench.inspect_task._registry"
