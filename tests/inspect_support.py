@@ -7,12 +7,14 @@ answered or refused, so one sample can fail while another finishes.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,11 +90,38 @@ def inspect_retry(base_url: str, log: Path, cwd: Path, *args: str) -> tuple[subp
 
 
 def _inspect(base_url: str, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    return inspect_cli(base_url, cwd, *args, "--display", "plain")
+
+
+def inspect_cli(base_url: str, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The inspect command line (python -m inspect_ai) in cwd: outside the checkout, where
+    `emobench/emobench` would be read as a path."""
     env = {**os.environ, "FAKE_BASE_URL": base_url, "FAKE_API_KEY": "unused", "HF_HUB_OFFLINE": "1"}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "inspect_ai", *args, "--display", "plain"], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "inspect_ai", *args], capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=300)
     return done, time.perf_counter() - started
+
+
+@contextlib.contextmanager
+def static_server(root: Path) -> Iterator[str]:
+    """A folder served on 127.0.0.1 (inspect's view bundle fetches its logs, which file:// forbids)."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def only_log(log_dir: Path) -> Path:

@@ -17,16 +17,22 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.inspect_support import MODEL, PlannedState, asked, inspect_eval, inspect_retry, only_log  # isort: skip (skips without inspect)
+from tests.inspect_support import (  # isort: skip (skips without inspect)
+    MODEL, PlannedState, asked, inspect_cli, inspect_eval, inspect_retry, only_log, static_server,
+)
 from inspect_ai.log import read_eval_log, write_eval_log
 
 from emobench.importers.inspect_log import import_inspect
 from emobench.records import Episode
 from emobench.run.runner import ROOT
 from emobench.rundir import RunDir
+from tests.cdp import Browser
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, default_responder
 from tests.gate_support import emobench
+from tests.test_html import chromium  # noqa: F401  (the fixture: skips, or fails under EMOBENCH_REQUIRE_CHROMIUM)
+
+pytestmark = pytest.mark.inspect
 
 CASES = ["demo4-01", "demo4-02"]
 # What differs by front door and nothing else: how the roles were reached (endpoints, and the config
@@ -149,6 +155,26 @@ def test_the_log_shows_turns_verdicts_and_scores(played: Played) -> None:
     assert epmq["emobench/case_bootstrap_mean"].value == pytest.approx(cli["epmq"].mean())
     assert epmq["emobench/case_bootstrap_ci_lo"].value <= epmq["emobench/case_bootstrap_mean"].value
     assert "emobench/judge_agreement_holistic.empathy" in epmq  # two judges: their alpha
+
+
+def test_inspect_view_shows_the_conversation_and_a_turns_verdict(played: Played, chromium: Path, tmp_path: Path) -> None:  # noqa: F811
+    """`inspect view bundle` of the log, served on loopback and opened in Chromium: the sample's
+    transcript holds the conversation and turn 1's info event with the panel's verdict."""
+    bundle = ["view", "bundle", "--log-dir", str(played.log.parent), "--output-dir", str(tmp_path / "b")]
+    done, _ = inspect_cli("", tmp_path, *bundle)
+    assert done.returncode == 0, done.stderr[-2000:]
+    episode = next(e for e in RunDir(played.imported).read_episodes() if e.case_id == CASES[0])
+    page_of = f"#/tasks/{played.log.name}/samples/sample/{CASES[0]}%7C0/1/"
+    with static_server(tmp_path / "b") as url, Browser(chromium, tmp_path / "profile", size=(1200, 9000)) as browser:
+        page = browser.new_page()
+        page.goto(url + page_of)
+        text = "document.body.innerText.toLowerCase()"
+        page.wait_for(f"{text}.includes('emobench turn 1') && {text}.includes('\"verdict\"')")
+        shown = str(page.eval("document.body.innerText"))
+        page.screenshot(Path("/tmp/emobench-inspect-view.png"))
+    assert episode.turns[0].user.message in shown and episode.turns[0].reply in shown
+    turn_one = shown[shown.lower().index("emobench turn 1"):]
+    assert '"vector": [' in turn_one and '"valid": true' in turn_one and '"judge": "judge-0"' in turn_one
 
 
 def test_import_refuses_another_task_and_a_truncated_log(played: Played, tmp_path: Path) -> None:
