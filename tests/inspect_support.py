@@ -29,6 +29,7 @@ else:
     pytest.importorskip("inspect_ai", reason="inspect-ai is not installed: pip install -e '.[inspect]' (setup-env.sh does)")
 
 MODEL = "openai-api/fake/fake-model"
+KEY = "sk-emobench-test-key-never-written"  # inspect's provider sends it; no file may hold it
 # The keys of a chat-completions body that say what was asked (endpoints/client.py chat_params).
 ASKED = ("messages", "temperature", "top_p", "max_tokens", "seed", "frequency_penalty", "presence_penalty")
 
@@ -94,9 +95,8 @@ def _inspect(base_url: str, cwd: Path, *args: str) -> tuple[subprocess.Completed
 
 
 def inspect_cli(base_url: str, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    """The inspect command line (python -m inspect_ai) in cwd: outside the checkout, where
-    `emobench/emobench` would be read as a path."""
-    env = {**os.environ, "FAKE_BASE_URL": base_url, "FAKE_API_KEY": "unused", "HF_HUB_OFFLINE": "1"}
+    """The inspect command line (python -m inspect_ai), run in cwd with the fake server as service "fake"."""
+    env = {**os.environ, "FAKE_BASE_URL": base_url, "FAKE_API_KEY": KEY, "HF_HUB_OFFLINE": "1"}
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "inspect_ai", *args], capture_output=True, text=True, env=env, cwd=cwd,
                           timeout=300)

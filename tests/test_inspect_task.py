@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,7 @@ import pandas as pd
 import pytest
 
 from tests.inspect_support import (  # isort: skip (skips without inspect)
-    MODEL, PlannedState, asked, inspect_cli, inspect_eval, inspect_retry, only_log, static_server,
+    KEY, MODEL, PlannedState, asked, inspect_cli, inspect_eval, inspect_retry, only_log, static_server,
 )
 from inspect_ai.log import read_eval_log, write_eval_log
 
@@ -124,7 +126,10 @@ def test_the_imported_run_scores_as_the_run_did(played: Played) -> None:
     for field in ("split", "registry_version", "prompt_versions", "templates_language", "emobench_version"):
         assert manifest[field] == cli[field], field
     assert manifest["inspect"]["logs"][0]["eval_id"] and manifest["roles"]["judges"][1]["label"] == "judge-1"
-    assert "unused" not in RunDir(played.imported).manifest.read_text()  # the key stays with inspect
+    with zipfile.ZipFile(played.log) as log:  # the key stays with inspect's provider
+        written = [log.read(name) for name in log.namelist()]
+    written += [path.read_bytes() for path in played.imported.rglob("*") if path.is_file()]
+    assert written and not any(KEY.encode() in data for data in written)
     board = str(played.imported.parent / "board")
     for command in (["show", str(played.imported)], ["report", str(played.imported)],
                     ["leaderboard", "build", str(played.imported), "-o", board, "--n-boot", "200"]):
@@ -250,6 +255,14 @@ def _opening(case_id: str) -> str:
 
 def _is_move(body: dict[str, Any]) -> bool:
     return (body.get("response_format") or {}).get("json_schema", {}).get("name") == "user_move"
+
+
+def test_the_light_install_is_told_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in [n for n in sys.modules if n == "inspect_ai" or n.startswith("inspect_ai.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "emobench.importers.inspect_log", raising=False)
+    code, _, err = emobench("import", "inspect", str(tmp_path / "x.eval"), "--out", str(tmp_path / "run"))
+    assert code == 2 and err == 'error: inspect_ai: not installed: pip install "emobench[inspect]"\n', err
 
 
 def test_the_entry_point_names_the_task() -> None:

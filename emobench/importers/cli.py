@@ -67,7 +67,8 @@ def inspect_logs(
         try:
             from emobench.importers.inspect_log import import_inspect
         except ModuleNotFoundError as exc:  # the light install has no inspect-ai
-            raise InputError(exc.name or "inspect_ai", "", 'not installed: pip install "emobench[inspect]"') from None
+            package = (exc.name or "inspect_ai").split(".")[0]
+            raise InputError(package, "", 'not installed: pip install "emobench[inspect]"') from None
 
         done = import_inspect(logs, out, root=ROOT)
         unfinished = sum(done["unfinished"].values())
