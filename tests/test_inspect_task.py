@@ -130,11 +130,15 @@ def test_the_imported_run_scores_as_the_run_did(played: Played) -> None:
         written = [log.read(name) for name in log.namelist()]
     written += [path.read_bytes() for path in played.imported.rglob("*") if path.is_file()]
     assert written and not any(KEY.encode() in data for data in written)
-    board = str(played.imported.parent / "board")
-    for command in (["show", str(played.imported)], ["report", str(played.imported)],
-                    ["leaderboard", "build", str(played.imported), "-o", board, "--n-boot", "200"]):
+    imported, board, merged = str(played.imported), str(played.imported.parent / "board"), str(played.imported.parent / "m")
+    for command in (["show", imported], ["report", imported], ["validate", imported, "--n-boot", "200"],
+                    ["leaderboard", "build", imported, "-o", board, "--n-boot", "200"],
+                    ["merge", imported, imported, "-o", merged]):
         code, _, err = emobench(*command)
         assert code == 0, (command, err)
+    # The gate reads it against the run: no difference.
+    code, out, err = emobench("gate", "--baseline", str(played.run), "--candidate", imported, "--metric", "epmq")
+    assert code == 0 and "| +0.000 [+0.000, +0.000] |" in out, err + out
 
 
 def test_the_log_shows_turns_verdicts_and_scores(played: Played) -> None:
