@@ -24,6 +24,7 @@ from tests.inspect_support import (  # isort: skip (skips without inspect)
 )
 from inspect_ai.log import read_eval_log, write_eval_log
 
+from emobench.errors import InputError
 from emobench.importers.inspect_log import import_inspect
 from emobench.records import Episode
 from emobench.run.runner import ROOT
@@ -76,7 +77,9 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
         assert code == 0, err
         run_requests = [asked(r["body"]) for r in server.state.requests]
         server.state.requests.clear()
-        done, eval_s = inspect_eval(server.base_url, root / "logs", root, "-T", f"config={config}", judges=2)
+        # The cases and seeds as a user names them (inspect reads a,b as a list).
+        done, eval_s = inspect_eval(server.base_url, root / "logs", root, "-T", f"config={config}", "-T", "seeds=0",
+                                    "-T", f"cases={','.join(CASES)}", judges=2)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         eval_requests = [asked(r["body"]) for r in server.state.requests]
     log = only_log(root / "logs")
@@ -259,6 +262,16 @@ def _opening(case_id: str) -> str:
 
 def _is_move(body: dict[str, Any]) -> bool:
     return (body.get("response_format") or {}).get("json_schema", {}).get("name") == "user_move"
+
+
+def test_task_parameters_as_inspect_hands_them_over(tmp_path: Path) -> None:
+    from emobench.inspect_task.task import task_config
+
+    config = task_config("configs/demo.yaml", "test", ["0", "1", "2"], 4, None, "zh", ["testzh-01", "testzh-02"], None)
+    assert (config.split, config.seeds, config.max_turns, config.min_turns) == ("test-zh", [0, 1, 2], 4, 2)
+    assert config.cases == ["testzh-01", "testzh-02"]
+    with pytest.raises(InputError, match=r"--seeds: 'a,b' is not a comma-separated list of integers"):
+        task_config("configs/demo.yaml", None, ["a", "b"], None, None, None, None, None)
 
 
 def test_the_light_install_is_told_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -41,16 +41,26 @@ def case_sample(case: Case, seed: int) -> Sample:
     return Sample(id=sample_id(case.id, seed), input=case.opening, metadata=metadata)
 
 
+# inspect reads `-T seeds=0,1,2` as a list of strings and `-T seeds=0` as an integer.
+Listed = str | int | list[str] | list[int] | None
+
+
+def _comma(value: Listed) -> str | None:
+    if value is None:
+        return None
+    return ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
+
+
 def task_config(
-    config: str, split: str | None, seeds: str | int | None, max_turns: int | None, min_turns: int | None,
-    language: str | None, cases: str | None, limit: int | None,
+    config: str, split: str | None, seeds: Listed, max_turns: int | None, min_turns: int | None,
+    language: str | None, cases: Listed, limit: int | None,
 ) -> RunConfig:
     """The config file with the task parameters on top, checked as `emobench run` checks its flags."""
     if language is not None and split is not None and language != "en" and not split.endswith(f"-{language}"):
         split = f"{split}-{language}"  # the library's Chinese splits are test-zh, dev-zh, demo-zh
-    overrides = flag_overrides(None, None, None, split, None if seeds is None else str(seeds), max_turns, min_turns, limit)
+    overrides = flag_overrides(None, None, None, split, _comma(seeds), max_turns, min_turns, limit)
     if cases is not None:
-        overrides["cases"] = [c.strip() for c in str(cases).split(",") if c.strip()]
+        overrides["cases"] = [c.strip() for c in str(_comma(cases)).split(",") if c.strip()]
     run_config, _ = load_run_config(Path(config), None, overrides, notes=[])
     return run_config
 
@@ -59,11 +69,11 @@ def task_config(
 def emobench(
     config: str = DEFAULT_CONFIG,
     split: str | None = None,
-    seeds: str | int | None = None,
+    seeds: Listed = None,
     max_turns: int | None = None,
     min_turns: int | None = None,
     language: str | None = None,
-    cases: str | None = None,
+    cases: Listed = None,
     limit: int | None = None,
 ) -> Task:
     """emobench's episodes: the model under evaluation is the subject; user, judge (judge_2, …)
