@@ -78,12 +78,14 @@ def asked(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def inspect_eval(
-    base_url: str, log_dir: Path, cwd: Path, *args: str, judges: int = 1
+    base_url: str, log_dir: Path, cwd: Path, *args: str, judges: int = 1, subject_model: str = MODEL
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    """`inspect eval emobench/emobench` with every role on the fake server; returns it and its seconds."""
+    """`inspect eval emobench/emobench` with every role on the fake server (the subject on
+    subject_model: "none" where -T subject=… plays it); returns it and its seconds."""
     roles = ["--model-role", f"user={MODEL}", "--model-role", f"judge={MODEL}"]
     roles += [a for i in range(2, judges + 1) for a in ("--model-role", f"judge_{i}={MODEL}")]
-    return _inspect(base_url, cwd, "eval", "emobench/emobench", "--model", MODEL, *roles, "--log-dir", str(log_dir), *args)
+    return _inspect(base_url, cwd, "eval", "emobench/emobench", "--model", subject_model, *roles, "--log-dir", str(log_dir),
+                    *args)
 
 
 def inspect_retry(base_url: str, log: Path, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:

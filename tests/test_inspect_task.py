@@ -38,6 +38,7 @@ from tests.test_html import chromium  # noqa: F401  (the fixture: skips, or fail
 pytestmark = pytest.mark.inspect
 
 CASES = ["demo4-01", "demo4-02"]
+REFERENCE = "scripted:platitude"
 # What differs by front door and nothing else: how the roles were reached (endpoints, and the config
 # hash, which holds the labels of the roles inspect bound), when and how fast things happened.
 EPISODE_ASIDE = {"roles", "config_hash", "started_at", "finished_at"}
@@ -68,9 +69,12 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
                        "sampling": {"temperature": 0.0, "max_tokens": 300}},
                       {"binding": f"openai:fake-model@{server.base_url}", "label": "judge-1",
                        "sampling": {"temperature": 0.7, "max_tokens": 300}}]
-        # The subject named as inspect names it: its name is part of the persona probe's seed.
+        # The subject named as inspect names it: its name is part of the persona probe's seed. Beside
+        # it a scripted reference, which emobench run plays in the same run and inspect in an
+        # evaluation of its own (-T subject=…).
         subject = [{"binding": f"openai:fake-model@{server.base_url}", "label": MODEL}]
-        config = write_config(root / "two.yaml", server.base_url, cases=CASES, judges=two_judges, seeds=[0], subjects=subject)
+        config = write_config(root / "two.yaml", server.base_url, cases=CASES, judges=two_judges, seeds=[0], subjects=subject,
+                              references=[{"binding": REFERENCE}])
         started = time.perf_counter()
         code, _, err = emobench("run", "--config", str(config), "--out", str(root / "runs"), "--run-id", "cli", "--no-progress")
         run_s = time.perf_counter() - started
@@ -81,9 +85,13 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
         done, eval_s = inspect_eval(server.base_url, root / "logs", root, "-T", f"config={config}", "-T", "seeds=0",
                                     "-T", f"cases={','.join(CASES)}", judges=2)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        reference, _ = inspect_eval(server.base_url, root / "logs-reference", root, "-T", f"config={config}",
+                                    "-T", f"subject={REFERENCE}", judges=2, subject_model="none")
+        assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
         eval_requests = [asked(r["body"]) for r in server.state.requests]
     log = only_log(root / "logs")
-    code, _, err = emobench("import", "inspect", str(log), "--out", str(root / "runs" / "inspect"))
+    code, _, err = emobench("import", "inspect", str(log), str(only_log(root / "logs-reference")),
+                            "--out", str(root / "runs" / "inspect"))
     assert code == 0, err
     yield Played(root / "runs" / "cli", root / "runs" / "inspect", log, run_requests, eval_requests, run_s, eval_s)
 
@@ -106,29 +114,34 @@ def test_both_front_doors_send_the_same_requests_and_record_the_same_episodes(pl
     def key(request: dict[str, Any]) -> str:
         return json.dumps(request, sort_keys=True)  # inspect writes a schema's keys in another order
 
-    # A schema's bounds do not reach the provider through inspect (docs/inspect.md); nothing else differs.
-    assert "minLength" in key(played.run_requests) and not any(b in key(played.eval_requests) for b in SCHEMA_BOUNDS)
-    assert sorted(map(key, played.eval_requests)) == sorted(key(_unbounded(r)) for r in played.run_requests)
-    assert len(played.eval_requests) > 20  # subject, user, two judges' MDEP and holistic calls, the probe
-    cli = {e.case_id: e for e in RunDir(played.run).read_episodes()}
-    imported = {e.case_id: e for e in RunDir(played.imported).read_episodes()}
-    assert sorted(cli) == sorted(imported) == CASES
-    for case in CASES:
-        assert _episode(imported[case]) == _episode(cli[case])
-        assert imported[case].subject == MODEL and imported[case].roles["user"].endpoint == f"inspect:{MODEL}"  # type: ignore[union-attr]
-        assert imported[case].registry_version == cli[case].registry_version
+    # A schema's bounds do not reach the provider through inspect (docs/inspect.md); nothing else
+    # differs, but for the pairwise comparisons of the model with the reference, which need both
+    # in one run (an evaluation has one subject).
+    pairwise = [r for r in played.run_requests if r.get("schema", ("",))[0] == "pairwise_verdict"]
+    played_alike = [r for r in played.run_requests if r not in pairwise]
+    assert pairwise and "minLength" in key(played_alike) and not any(b in key(played.eval_requests) for b in SCHEMA_BOUNDS)
+    assert sorted(map(key, played.eval_requests)) == sorted(key(_unbounded(r)) for r in played_alike)
+    assert len(played.eval_requests) > 40  # subject, user, two judges' MDEP and holistic calls, the probe; twice
+    cli = {(e.subject, e.case_id): e for e in RunDir(played.run).read_episodes()}
+    imported = {(e.subject, e.case_id): e for e in RunDir(played.imported).read_episodes()}
+    assert sorted(cli) == sorted(imported) == [(s, c) for s in (MODEL, REFERENCE) for c in CASES]
+    for key_ in cli:
+        assert _episode(imported[key_]) == _episode(cli[key_])
+        assert imported[key_].roles["user"].endpoint == f"inspect:{MODEL}"  # type: ignore[union-attr]
 
 
 def test_the_imported_run_scores_as_the_run_did(played: Played) -> None:
     def rows(run: Path) -> pd.DataFrame:
         scores = pd.read_parquet(RunDir(run).scores).drop(columns=list(SCORE_ASIDE))
-        return scores.sort_values("case_id").reset_index(drop=True)
+        return scores.sort_values(["subject", "case_id"]).reset_index(drop=True)
 
     pd.testing.assert_frame_equal(rows(played.imported), rows(played.run))
     manifest, cli = RunDir(played.imported).read_manifest(), RunDir(played.run).read_manifest()
     for field in ("split", "registry_version", "prompt_versions", "templates_language", "emobench_version"):
         assert manifest[field] == cli[field], field
     assert manifest["inspect"]["logs"][0]["eval_id"] and manifest["roles"]["judges"][1]["label"] == "judge-1"
+    assert [s["label"] for s in manifest["roles"]["subjects"]] == [MODEL, REFERENCE]
+    assert [s["label"] or s["binding"] for s in manifest["config"]["subjects"]] == [MODEL, REFERENCE]
     with zipfile.ZipFile(played.log) as log:  # the key stays with inspect's provider
         written = [log.read(name) for name in log.namelist()]
     written += [path.read_bytes() for path in played.imported.rglob("*") if path.is_file()]
@@ -140,7 +153,8 @@ def test_the_imported_run_scores_as_the_run_did(played: Played) -> None:
         code, _, err = emobench(*command)
         assert code == 0, (command, err)
     # The gate reads it against the run: no difference.
-    code, out, err = emobench("gate", "--baseline", str(played.run), "--candidate", imported, "--metric", "epmq")
+    code, out, err = emobench("gate", "--baseline", str(played.run), "--candidate", imported, "--metric", "epmq",
+                              "--baseline-subject", MODEL, "--candidate-subject", MODEL)
     assert code == 0 and "| +0.000 [+0.000, +0.000] |" in out, err + out
 
 
@@ -164,7 +178,7 @@ def test_the_log_shows_turns_verdicts_and_scores(played: Played) -> None:
     assert {"epmq", "epmq_empa", "success", "final_meter", "empathy", "coherence"} <= set(scores)
     epmq = scores["epmq"].metrics
     cli = pd.read_parquet(RunDir(played.run).scores)
-    assert epmq["emobench/case_bootstrap_mean"].value == pytest.approx(cli["epmq"].mean())
+    assert epmq["emobench/case_bootstrap_mean"].value == pytest.approx(cli[cli["subject"] == MODEL]["epmq"].mean())
     assert epmq["emobench/case_bootstrap_ci_lo"].value <= epmq["emobench/case_bootstrap_mean"].value
     assert "emobench/judge_agreement_holistic.empathy" in epmq  # two judges: their alpha
 

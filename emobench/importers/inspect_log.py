@@ -3,7 +3,10 @@
 Each finished sample's store holds its Episode and EpisodeJudgement as `emobench run` writes them
 (emobench/inspect_task/solver.py); the task's metadata holds what a run's manifest says of the
 run. The run is then scored as any run is (finalize_run), so every command reads it alike.
-A sample that ended in an error has no episode: it is counted, not imported.
+A sample that ended in an error has no episode: it is counted, not imported. Evaluations of one
+config that differ in their subject (a model, and the config's scripted references played with
+`-T subject=scripted:NAME`) make one run, as `emobench run` plays them together; each episode
+keeps the config hash it was played under, the manifest's is the run's.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 from inspect_ai.log import EvalLog, read_eval_log
 from pydantic import ValidationError
 
-from emobench.config import RunConfig
+from emobench.config import RoleConfig, RunConfig
 from emobench.errors import InputError
 from emobench.inspect_task.solver import CONFIG_KEY, stored_records
 from emobench.records import Episode, EpisodeJudgement
@@ -87,20 +90,32 @@ def collect(paths: list[Path]) -> Imported:
     return found
 
 
-def _roles(episode: Episode, panel: str) -> dict[str, Any]:
-    """The manifest's roles, as `emobench run` writes them (BoundRoles.info)."""
+def _infos(episode: Episode, name: str) -> list[dict[str, Any]]:
+    value = episode.roles[name]
+    return [r.model_dump() for r in (value if isinstance(value, list) else [value])]
 
-    def info(name: str) -> list[dict[str, Any]]:
-        value = episode.roles[name]
-        return [r.model_dump() for r in (value if isinstance(value, list) else [value])]
 
+def _roles(episodes: list[Episode], panel: str) -> dict[str, Any]:
+    """The manifest's roles, as `emobench run` writes them (BoundRoles.info): every subject played."""
+    subjects = {info["label"]: info for e in episodes for info in _infos(e, "subject")}
+    first = episodes[0]
     return {
-        "subjects": info("subject"),
-        "user": info("user")[0],
-        "judges": info("judges"),
-        "director": info("director")[0] if "director" in episode.roles else "rule",
+        "subjects": list(subjects.values()),
+        "user": _infos(first, "user")[0],
+        "judges": _infos(first, "judges"),
+        "director": _infos(first, "director")[0] if "director" in first.roles else "rule",
         "panel": panel,
     }
+
+
+def run_config(configs: list[dict[str, Any]], source: Path) -> RunConfig:
+    """One config for the run: the evaluations' own, which may differ in their subject only (a
+    model and the scripted references, each its own evaluation), with every subject listed."""
+    rest = [{k: v for k, v in c.items() if k != "subjects"} for c in configs]
+    if any(r != rest[0] for r in rest[1:]):
+        raise InputError(source, "samples", "evaluations of different configs or roles: import each into its own run")
+    subjects = {RoleConfig.model_validate(s).name: s for c in configs for s in c["subjects"]}
+    return RunConfig.model_validate({**configs[0], "subjects": list(subjects.values())})
 
 
 def import_inspect(paths: list[Path], out_dir: Path, *, root: Path) -> dict[str, Any]:
@@ -112,11 +127,8 @@ def import_inspect(paths: list[Path], out_dir: Path, *, root: Path) -> dict[str,
     if not found.episodes:
         why = "; ".join(f"{n} × {reason}" for reason, n in found.unfinished.items()) or "the logs hold no sample"
         raise InputError(paths[0], "samples", f"no finished episode to import ({why})")
-    if len(found.configs) > 1:
-        raise InputError(paths[0], "samples", "episodes of different models or configs: import each evaluation into "
-                         "its own run, then `emobench merge` them")
     assert found.manifest is not None  # collect read at least one log
-    played = RunConfig.model_validate(next(iter(found.configs.values())))
+    played = run_config(list(found.configs.values()), paths[0])
     registry = run_registry(played, root)
     out.create()
     for episode, judgement in zip(found.episodes, found.judgements, strict=True):
@@ -128,7 +140,7 @@ def import_inspect(paths: list[Path], out_dir: Path, *, root: Path) -> dict[str,
         "run_id": out.path.name,
         "config": played.model_dump(mode="json"),
         "config_hash": played.config_hash(),
-        "roles": _roles(found.episodes[0], played.panel.name),
+        "roles": _roles(found.episodes, played.panel.name),
         "inspect": {"logs": found.logs, "unfinished_samples": dict(found.unfinished), "imported_at": imported_at},
     })
     out.mark_latest()

@@ -90,8 +90,11 @@ def judge_models() -> list[Model]:
     return [get_model(role=role) for _, role in sorted(named)]
 
 
-async def bind_inspect_roles(config: RunConfig, stack: AsyncExitStack, log_dir: Path) -> BoundRoles:
-    """Every role of one sample: inspect's where inspect names it, else the config's binding."""
+async def bind_inspect_roles(
+    config: RunConfig, stack: AsyncExitStack, log_dir: Path, subject_from_config: bool = False
+) -> BoundRoles:
+    """Every role of one sample: inspect's where inspect names it, else the config's binding; the
+    subject is inspect's model unless subject_from_config (a scripted reference, -T subject=…)."""
     pool: EndpointPool | None = None
 
     async def fallback(role: str, place: str, rc: RoleConfig) -> RoleCaller:
@@ -105,7 +108,8 @@ async def bind_inspect_roles(config: RunConfig, stack: AsyncExitStack, log_dir: 
         return role_caller(role, client, info)
 
     roles = model_roles()
-    subject = inspect_caller("subject", get_model(), config.subjects[0].sampling)
+    subject = (await fallback("subject", "subjects[0]", config.subjects[0]) if subject_from_config
+               else inspect_caller("subject", get_model(), config.subjects[0].sampling))
     user = (inspect_caller("user", get_model(role="user"), config.user.sampling) if "user" in roles
             else await fallback("user", "user", config.user))
     named = judge_models()

@@ -43,6 +43,7 @@ class EpisodeSetup:
     root: Path
     language: str
     provenance: Provenance
+    subject_from_config: bool = False  # the config's subject binding plays, not inspect's model
 
 
 def turn_event(turn: Turn) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def play_and_judge(setup: EpisodeSetup) -> Solver:
             transcript().info(turn_event(turn), source=f"emobench turn {turn.index}")
 
         async with AsyncExitStack() as stack:
-            bound = await bind_inspect_roles(config, stack, Path(tempfile.gettempdir()))
+            bound = await bind_inspect_roles(config, stack, Path(tempfile.gettempdir()), setup.subject_from_config)
             if bound.director is not None and prompts.director is None:  # a director only inspect named
                 prompts = replace(prompts, director=load_language_template(setup.root, "prompts", "director.j2", setup.language))
             played = played_config(config, bound)

@@ -53,16 +53,25 @@ def _comma(value: Listed) -> str | None:
 
 def task_config(
     config: str, split: str | None, seeds: Listed, max_turns: int | None, min_turns: int | None,
-    language: str | None, cases: Listed, limit: int | None,
+    language: str | None, cases: Listed, limit: int | None, subject: str | None = None,
 ) -> RunConfig:
-    """The config file with the task parameters on top, checked as `emobench run` checks its flags."""
+    """The config file with the task parameters on top, checked as `emobench run` checks its flags.
+    ``subject`` (an emobench binding) plays the subject seat instead of inspect's model."""
     if language is not None and split is not None and language != "en" and not split.endswith(f"-{language}"):
         split = f"{split}-{language}"  # the library's Chinese splits are test-zh, dev-zh, demo-zh
-    overrides = flag_overrides(None, None, None, split, _comma(seeds), max_turns, min_turns, limit)
-    if cases is not None:
-        overrides["cases"] = [c.strip() for c in str(_comma(cases)).split(",") if c.strip()]
-    run_config, _ = load_run_config(Path(config), None, overrides, notes=[])
-    return run_config
+
+    def load(subjects: list[str] | None) -> RunConfig:
+        overrides = flag_overrides(subjects, None, None, split, _comma(seeds), max_turns, min_turns, limit)
+        if cases is not None:
+            overrides["cases"] = [c.strip() for c in str(_comma(cases)).split(",") if c.strip()]
+        return load_run_config(Path(config), None, overrides, notes=[])[0]
+
+    run_config = load(None)
+    if subject is None:
+        return run_config
+    # One of the config's subjects or references (scripted:platitude) as it stands there; else bound as --subject binds it.
+    named = [s for s in run_config.subjects if subject in (s.name, s.binding)][:1]
+    return run_config.model_copy(update={"subjects": named or load([subject]).subjects[:1]})
 
 
 @task(name="emobench")
@@ -75,11 +84,13 @@ def emobench(
     language: str | None = None,
     cases: Listed = None,
     limit: int | None = None,
+    subject: str | None = None,
 ) -> Task:
-    """emobench's episodes: the model under evaluation is the subject; user, judge (judge_2, …)
-    and director are model roles, the config's bindings where a role is not given."""
+    """emobench's episodes: the model under evaluation is the subject (or `subject`, an emobench
+    binding such as a scripted reference); user, judge (judge_2, …) and director are model roles,
+    the config's bindings where a role is not given."""
     root = library_root()
-    run_config = task_config(config, split, seeds, max_turns, min_turns, language, cases, limit)
+    run_config = task_config(config, split, seeds, max_turns, min_turns, language, cases, limit, subject)
     registry = run_registry(run_config, root)
     played = select_cases(registry, run_config)
     case_language = cases_language(played)
@@ -87,6 +98,7 @@ def emobench(
     registry_version = registry.version(run_config.split)
     setup = EpisodeSetup(
         config=run_config, cases={c.id: c for c in played}, prompts=prompts, root=root, language=case_language,
+        subject_from_config=subject is not None,
         provenance=Provenance(run_config.split, registry_version, run_config.config_hash(), package.__version__),
     )
     about = manifest(run_config, "inspect", registry_version, prompts, {}, root, case_language)
