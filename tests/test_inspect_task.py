@@ -74,7 +74,7 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
         # evaluation of its own (-T subject=…).
         subject = [{"binding": f"openai:fake-model@{server.base_url}", "label": MODEL}]
         config = write_config(root / "two.yaml", server.base_url, cases=CASES, judges=two_judges, seeds=[0], subjects=subject,
-                              references=[{"binding": REFERENCE}])
+                              references=[{"binding": REFERENCE}], director={"binding": f"openai:fake-model@{server.base_url}"})
         started = time.perf_counter()
         code, _, err = emobench("run", "--config", str(config), "--out", str(root / "runs"), "--run-id", "cli", "--no-progress")
         run_s = time.perf_counter() - started
@@ -83,10 +83,11 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
         server.state.requests.clear()
         # The cases and seeds as a user names them (inspect reads a,b as a list).
         done, eval_s = inspect_eval(server.base_url, root / "logs", root, "-T", f"config={config}", "-T", "seeds=0",
-                                    "-T", f"cases={','.join(CASES)}", judges=2)
+                                    "-T", f"cases={','.join(CASES)}", "--model-role", f"director={MODEL}", judges=2)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         reference, _ = inspect_eval(server.base_url, root / "logs-reference", root, "-T", f"config={config}",
-                                    "-T", f"subject={REFERENCE}", judges=2, subject_model="none")
+                                    "-T", f"subject={REFERENCE}", "--model-role", f"director={MODEL}", judges=2,
+                                    subject_model="none")
         assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
         eval_requests = [asked(r["body"]) for r in server.state.requests]
     log = only_log(root / "logs")
@@ -122,6 +123,7 @@ def test_both_front_doors_send_the_same_requests_and_record_the_same_episodes(pl
     assert pairwise and "minLength" in key(played_alike) and not any(b in key(played.eval_requests) for b in SCHEMA_BOUNDS)
     assert sorted(map(key, played.eval_requests)) == sorted(key(_unbounded(r)) for r in played_alike)
     assert len(played.eval_requests) > 40  # subject, user, two judges' MDEP and holistic calls, the probe; twice
+    assert any(r.get("schema", ("",))[0] == "director_action" for r in played.eval_requests)  # the LLM director
     cli = {(e.subject, e.case_id): e for e in RunDir(played.run).read_episodes()}
     imported = {(e.subject, e.case_id): e for e in RunDir(played.imported).read_episodes()}
     assert sorted(cli) == sorted(imported) == [(s, c) for s in (MODEL, REFERENCE) for c in CASES]
