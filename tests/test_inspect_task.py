@@ -261,8 +261,9 @@ def test_a_failing_provider_ends_samples_as_emobench_does_and_retry_replays_only
         assert retried.returncode == 0, retried.stdout[-3000:] + retried.stderr[-3000:]
         assert state.requests and not any(first in json.dumps(r["body"]["messages"]) for r in state.requests)
     logs = sorted((tmp_path / "logs").glob("*.eval"), key=lambda p: p.stat().st_mtime)
-    code, _, err = emobench("import", "inspect", str(logs[-1]), "--out", str(tmp_path / "run"))
-    assert code == 0, err
+    # Both logs, as a user who kept them passes them: every sample finished in one of them.
+    code, _, err = emobench("import", "inspect", str(tmp_path / "first.eval"), str(logs[-1]), "--out", str(tmp_path / "run"))
+    assert code == 0 and err == f"imported 2 episode(s) from 2 inspect log(s) into {tmp_path / 'run'}\n", err
     assert {e.case_id: e.stop_reason for e in RunDir(tmp_path / "run").read_episodes()}[CASES[0]] == "simulator_invalid"
     # The first log alone: demo4-02 is left out and counted, with why.
     first_only = import_inspect([tmp_path / "first.eval"], tmp_path / "first-run", root=ROOT)

@@ -38,9 +38,16 @@ class Imported:
     episodes: list[Episode] = field(default_factory=list)
     judgements: list[EpisodeJudgement] = field(default_factory=list)
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # config hash -> config as played
-    unfinished: Counter[str] = field(default_factory=Counter)  # why samples have no episode
+    # (subject, sample id) -> why it has no episode; a later log (eval-retry's) may finish it
+    failed: dict[tuple[str, str], str] = field(default_factory=dict)
+    finished: set[tuple[str, str]] = field(default_factory=set)
     logs: list[dict[str, Any]] = field(default_factory=list)
     manifest: dict[str, Any] | None = None
+
+    @property
+    def unfinished(self) -> Counter[str]:
+        """Why samples finished in none of the logs have no episode."""
+        return Counter(why for sample, why in self.failed.items() if sample not in self.finished)
 
 
 def read_log(path: Path) -> EvalLog:
@@ -72,14 +79,17 @@ def collect(paths: list[Path]) -> Imported:
         found.logs.append({"log": str(path), "eval_id": log.eval.eval_id, "status": log.status,
                            "task_version": log.eval.task_version, "inspect_version": log.eval.packages.get("inspect_ai"),
                            "created": log.eval.created})
+        subject = str((log.eval.task_args or {}).get("subject") or log.eval.model)
         for number, sample in enumerate(log.samples or [], start=1):
+            which = (subject, str(sample.id))
             try:
                 records = stored_records(sample.store)
             except ValidationError as exc:
                 raise InputError(path, f"samples[{number}].store", f"not an emobench record: {exc.errors()[0]['msg']}") from None
             if records is None:
-                found.unfinished[sample.error.message.splitlines()[0] if sample.error else "no episode"] += 1
+                found.failed[which] = sample.error.message.splitlines()[0] if sample.error else "no episode"
                 continue
+            found.finished.add(which)
             episode, judgement = records
             if episode.key in seen:  # a retried eval's log repeats the samples it carried over
                 continue
