@@ -206,6 +206,9 @@ def test_inspect_view_shows_the_conversation_and_a_turns_verdict(played: Played,
 
 
 def test_import_refuses_another_task_and_a_truncated_log(played: Played, tmp_path: Path) -> None:
+    as_json = tmp_path / "log.json"  # inspect's other log format reads alike
+    write_eval_log(read_eval_log(str(played.log)), str(as_json))
+    assert import_inspect([as_json], tmp_path / "from-json", root=ROOT)["episodes"] == len(CASES)
     other = read_eval_log(str(played.log))
     other.eval.task = "someone/else"
     write_eval_log(other, str(tmp_path / "other.eval"))
