@@ -223,8 +223,9 @@ def test_import_refuses_another_task_and_a_truncated_log(played: Played, tmp_pat
 
 def test_a_failing_provider_ends_samples_as_emobench_does_and_retry_replays_only_the_failed(tmp_path: Path) -> None:
     """demo4-01: every simulated user move malformed (not JSON), so the episode stops as the loop stops
-    it (simulator_invalid after its retries), one 429 on the way. demo4-02: 500s past inspect's
-    retries, so the sample ends in an error the log names. eval-retry then plays demo4-02 alone."""
+    it (simulator_invalid after its retries), one 429 on the way. demo4-02: from turn 2, 500s past
+    inspect's retries, so the sample ends in an error the log names. eval-retry then plays demo4-02
+    alone."""
     first, second = _opening(CASES[0]), _opening(CASES[1])
     state = PlannedState(responder=lambda body: "not json" if _is_move(body) and first in json.dumps(body)
                          else default_responder(body))
@@ -232,8 +233,8 @@ def test_a_failing_provider_ends_samples_as_emobench_does_and_retry_replays_only
 
     def plan(body: dict[str, Any]) -> str | None:
         text = json.dumps(body["messages"])
-        if second in text:
-            return "500"
+        if second in text and body.get("response_format") is None and len(body["messages"]) > 1:
+            return "500"  # demo4-02's subject, from turn 2 on
         if first in text and "429" not in refused:
             refused.add("429")
             return "429"
@@ -252,9 +253,13 @@ def test_a_failing_provider_ends_samples_as_emobench_does_and_retry_replays_only
         assert ended.stop_reason == "simulator_invalid" and len(ended.turns) == 1
         moves = [c.error or "" for c in ended.calls if c.role == "user"]
         assert len(moves) == 3 and all(error.startswith("not JSON") for error in moves)  # simulator_retries 2
+        stopped = [e.data for e in samples[f"{CASES[0]}|0"].events if e.event == "info" and e.source == "emobench episode"]
+        assert [d["stop_reason"] for d in stopped] == ["simulator_invalid"]  # type: ignore[index]
         failed = samples[f"{CASES[1]}|0"]
         assert failed.error is not None and "InternalServerError" in failed.error.message
         assert "emobench:episode" not in failed.store
+        # Mid-sample: turn 1 was played and shown before the failure.
+        assert [e.source for e in failed.events if e.event == "info"] == ["emobench turn 1"]
         assert state.injected["429"] == 1 and state.injected["500"] == 2  # inspect's one retry (the SDK's own are off: -M)
         shutil.copy(log_path, tmp_path / "first.eval")
 
