@@ -24,7 +24,6 @@ from tests.inspect_support import (  # isort: skip (skips without inspect)
 )
 from inspect_ai.log import read_eval_log, write_eval_log
 
-from emobench.errors import InputError
 from emobench.importers.inspect_log import import_inspect
 from emobench.records import Episode
 from emobench.run.runner import ROOT
@@ -290,13 +289,20 @@ def _is_move(body: dict[str, Any]) -> bool:
 
 
 def test_task_parameters_as_inspect_hands_them_over(tmp_path: Path) -> None:
+    from inspect_ai._util.error import PrerequisiteError
+
+    from emobench.inspect_task.task import emobench as emobench_task
     from emobench.inspect_task.task import task_config
 
     config = task_config("configs/demo.yaml", "test", ["0", "1", "2"], 4, None, "zh", ["testzh-01", "testzh-02"], None)
     assert (config.split, config.seeds, config.max_turns, config.min_turns) == ("test-zh", [0, 1, 2], 4, 2)
     assert config.cases == ["testzh-01", "testzh-02"]
-    with pytest.raises(InputError, match=r"--seeds: 'a,b' is not a comma-separated list of integers"):
-        task_config("configs/demo.yaml", None, ["a", "b"], None, None, None, None, None)
+    # A bad parameter is one line in the task's words (inspect prints this error without a traceback).
+    with pytest.raises(PrerequisiteError) as bad:
+        emobench_task(config="configs/demo.yaml", seeds=["a", "b"])
+    assert bad.value.message == "error: -T seeds: 'a,b' is not a comma-separated list of integers"
+    with pytest.raises(PrerequisiteError, match=r"nope.yaml: cannot read config"):
+        emobench_task(config=str(tmp_path / "nope.yaml"))
 
 
 def test_the_light_install_is_told_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from inspect_ai import Task, task
+from inspect_ai._util.error import PrerequisiteError
 from inspect_ai.dataset import MemoryDataset, Sample
 
 import emobench as package
 from emobench.config import RunConfig
 from emobench.episode.roles import Provenance
+from emobench.errors import EmobenchError, InputError
 from emobench.inspect_task.scorers import emobench_scores
 from emobench.inspect_task.solver import EpisodeSetup, play_and_judge
 from emobench.library_paths import library_root
@@ -74,6 +76,14 @@ def task_config(
     return run_config.model_copy(update={"subjects": named or load([subject]).subjects[:1]})
 
 
+def _as_parameter(exc: EmobenchError) -> str:
+    """The error in the task's words: `emobench run`'s --max-turns is -T max_turns here."""
+    if isinstance(exc, InputError) and exc.source.startswith("--"):
+        where = f"-T {exc.source[2:].replace('-', '_')}"
+        return f"{where}: {exc.field}: {exc.problem}" if exc.field else f"{where}: {exc.problem}"
+    return str(exc)
+
+
 @task(name="emobench")
 def emobench(
     config: str = DEFAULT_CONFIG,
@@ -90,11 +100,14 @@ def emobench(
     binding such as a scripted reference); user, judge (judge_2, …) and director are model roles,
     the config's bindings where a role is not given."""
     root = library_root()
-    run_config = task_config(config, split, seeds, max_turns, min_turns, language, cases, limit, subject)
-    registry = run_registry(run_config, root)
-    played = select_cases(registry, run_config)
-    case_language = cases_language(played)
-    prompts = load_prompts(root, run_config, case_language)
+    try:
+        run_config = task_config(config, split, seeds, max_turns, min_turns, language, cases, limit, subject)
+        registry = run_registry(run_config, root)
+        played = select_cases(registry, run_config)
+        case_language = cases_language(played)
+        prompts = load_prompts(root, run_config, case_language)
+    except EmobenchError as exc:  # inspect prints this kind in one line, without a traceback
+        raise PrerequisiteError(f"error: {_as_parameter(exc)}") from None
     registry_version = registry.version(run_config.split)
     setup = EpisodeSetup(
         config=run_config, cases={c.id: c for c in played}, prompts=prompts, root=root, language=case_language,
