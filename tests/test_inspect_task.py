@@ -303,6 +303,11 @@ def test_task_parameters_as_inspect_hands_them_over(tmp_path: Path) -> None:
     assert bad.value.message == "error: -T seeds: 'a,b' is not a comma-separated list of integers"
     with pytest.raises(PrerequisiteError, match=r"nope.yaml: cannot read config"):
         emobench_task(config=str(tmp_path / "nope.yaml"))
+    # The demo config's roles are vllm:embedded, which only `emobench run` starts: refused before anything plays.
+    with pytest.raises(PrerequisiteError) as unplayable:
+        emobench_task(config="configs/demo.yaml")
+    assert unplayable.value.message == ("error: config: user.binding: vllm:embedded is started by `emobench run` only; "
+                                        "name the role for inspect instead (--model-role user=vllm/MODEL)")
 
 
 def test_the_light_install_is_told_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -97,21 +97,17 @@ async def bind_inspect_roles(
     subject is inspect's model unless subject_from_config (a scripted reference, -T subject=…)."""
     pool: EndpointPool | None = None
 
-    async def fallback(role: str, place: str, rc: RoleConfig) -> RoleCaller:
+    async def fallback(role: str, rc: RoleConfig) -> RoleCaller:
         nonlocal pool
-        if parse_binding(rc.binding, source="config", field=place).kind == "vllm":
-            named = "judge" if place.startswith("panel") else role
-            raise InputError("config", f"{place}.binding", f"{rc.binding} is started by `emobench run` only; name the "
-                             f"role for inspect instead (--model-role {named}=vllm/MODEL)")
         pool = pool or EndpointPool(stack, log_dir)
         client, info = await pool.resolve(rc)
         return role_caller(role, client, info)
 
     roles = model_roles()
-    subject = (await fallback("subject", "subjects[0]", config.subjects[0]) if subject_from_config
+    subject = (await fallback("subject", config.subjects[0]) if subject_from_config
                else inspect_caller("subject", get_model(), config.subjects[0].sampling))
     user = (inspect_caller("user", get_model(role="user"), config.user.sampling) if "user" in roles
-            else await fallback("user", "user", config.user))
+            else await fallback("user", config.user))
     named = judge_models()
     if named:
         samplings = [config.judges[min(i, len(config.judges) - 1)].sampling for i in range(len(named))]
@@ -120,14 +116,30 @@ async def bind_inspect_roles(
         labels = [f"judge-{i}" if len(named) > 1 else None for i in range(len(named))]
         judges = [inspect_caller("judge", m, s, label) for m, s, label in zip(named, samplings, labels, strict=True)]
     else:
-        judges = [await fallback("judge", f"panel.judges[{i}]", j) for i, j in enumerate(config.judges)]
+        judges = [await fallback("judge", j) for j in config.judges]
     director = None
     if "director" in roles:
         sampling = config.director.sampling if config.director else Sampling()
         director = inspect_caller("director", get_model(role="director"), sampling)
     elif config.director is not None:
-        director = await fallback("director", "director", config.director)
+        director = await fallback("director", config.director)
     return BoundRoles(user=user, judges=tuple(judges), subjects=[subject], director=director)
+
+
+def check_defaults(config: RunConfig, subject_from_config: bool) -> None:
+    """Refuse, before anything plays, a role left to a config binding that only `emobench run` can start."""
+    roles = model_roles()
+    left = [("user", "user", config.user)] if "user" not in roles else []
+    if not judge_models():
+        left += [("judge", f"panel.judges[{i}]", j) for i, j in enumerate(config.judges)]
+    if config.director is not None and "director" not in roles:
+        left.append(("director", "director", config.director))
+    if subject_from_config:
+        left.append(("subject", "subjects[0]", config.subjects[0]))
+    for role, place, rc in left:
+        if parse_binding(rc.binding, source="config", field=place).kind == "vllm":
+            raise InputError("config", f"{place}.binding", f"{rc.binding} is started by `emobench run` only; name the "
+                             f"role for inspect instead (--model-role {role}=vllm/MODEL)")
 
 
 def played_config(config: RunConfig, bound: BoundRoles) -> RunConfig:

@@ -16,6 +16,7 @@ import emobench as package
 from emobench.config import RunConfig
 from emobench.episode.roles import Provenance
 from emobench.errors import EmobenchError, InputError
+from emobench.inspect_task.roles import check_defaults
 from emobench.inspect_task.scorers import emobench_scores
 from emobench.inspect_task.solver import EpisodeSetup, play_and_judge
 from emobench.library_paths import library_root
@@ -106,6 +107,7 @@ def emobench(
         played = select_cases(registry, run_config)
         case_language = cases_language(played)
         prompts = load_prompts(root, run_config, case_language)
+        check_defaults(run_config, subject is not None)
     except EmobenchError as exc:  # inspect prints this kind in one line, without a traceback
         raise PrerequisiteError(f"error: {_as_parameter(exc)}") from None
     registry_version = registry.version(run_config.split)
