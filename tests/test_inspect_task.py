@@ -25,6 +25,7 @@ from tests.inspect_support import (  # isort: skip (skips without inspect)
 from inspect_ai.log import read_eval_log, write_eval_log
 
 from emobench.importers.inspect_log import import_inspect
+from emobench.publish.leaderboard import build_leaderboard
 from emobench.records import Episode
 from emobench.run.runner import ROOT
 from emobench.rundir import RunDir
@@ -180,7 +181,11 @@ def test_the_log_shows_turns_verdicts_and_scores(played: Played) -> None:
     epmq = scores["epmq"].metrics
     cli = pd.read_parquet(RunDir(played.run).scores)
     assert epmq["emobench/case_bootstrap_mean"].value == pytest.approx(cli[cli["subject"] == MODEL]["epmq"].mean())
-    assert epmq["emobench/case_bootstrap_ci_lo"].value <= epmq["emobench/case_bootstrap_mean"].value
+    # The interval `leaderboard build` prints for the same run (its defaults: 2,000 resamples, seed 0).
+    board = build_leaderboard([played.imported], n_boot=2000, seed=0).to_pandas()
+    overall = board[(board["slice_family"] == "overall") & (board["subject"] == MODEL)].iloc[0]
+    assert [epmq[f"emobench/case_bootstrap_{k}"].value for k in ("mean", "ci_lo", "ci_hi")] == [
+        overall["epmq"], overall["epmq_lo"], overall["epmq_hi"]]
     assert "emobench/judge_agreement_holistic.empathy" in epmq  # two judges: their alpha
 
 
