@@ -248,13 +248,16 @@ def test_a_failing_provider_ends_samples_as_emobench_does_and_retry_replays_only
     config = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9/v1", cases=CASES, seeds=[0])
     with FakeOpenAIServer(state) as server:
         done, _ = inspect_eval(server.base_url, tmp_path / "logs", tmp_path, "-T", f"config={config}",
-                               "--max-retries", "1", "-M", "max_retries=0", "--no-fail-on-error")
+                               "--max-retries", "1", "-M", "max_retries=0", "--no-fail-on-error",
+                               "--model-role", f"director={MODEL}")  # an LLM director the config does not have
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         log_path = only_log(tmp_path / "logs")
         log = read_eval_log(str(log_path))
         samples = {s.id: s for s in log.samples or []}
         ended = Episode.model_validate(samples[f"{CASES[0]}|0"].store["emobench:episode"])
         assert ended.stop_reason == "simulator_invalid" and len(ended.turns) == 1
+        assert ended.templates["director"].startswith("director@") and ended.turns[0].director is not None
+        assert log.eval.metadata["emobench_manifest"]["prompt_versions"]["director"] != "rule"  # type: ignore[index]
         moves = [c.error or "" for c in ended.calls if c.role == "user"]
         assert len(moves) == 3 and all(error.startswith("not JSON") for error in moves)  # simulator_retries 2
         stopped = [e.data for e in samples[f"{CASES[0]}|0"].events if e.event == "info" and e.source == "emobench episode"]

@@ -24,7 +24,6 @@ from emobench.episode.loop import run_episode
 from emobench.episode.roles import EpisodePrompts, Provenance
 from emobench.inspect_task.roles import bind_inspect_roles, played_config
 from emobench.judging.stage import bind_panel, judge_episode
-from emobench.prompts import load_language_template
 from emobench.records import Episode, EpisodeJudgement, Turn
 from emobench.registry import Case
 
@@ -88,8 +87,6 @@ def play_and_judge(setup: EpisodeSetup) -> Solver:
 
         async with AsyncExitStack() as stack:
             bound = await bind_inspect_roles(config, stack, Path(tempfile.gettempdir()), setup.subject_from_config)
-            if bound.director is not None and prompts.director is None:  # a director only inspect named
-                prompts = replace(prompts, director=load_language_template(setup.root, "prompts", "director.j2", setup.language))
             played = played_config(config, bound)
             state.store.set(CONFIG_KEY, played.model_dump(mode="json"))
             provenance = replace(setup.provenance, config_hash=played.config_hash())

@@ -6,11 +6,13 @@ metadata carries what a run's manifest says of the run, for `emobench import ins
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from inspect_ai import Task, task
 from inspect_ai._util.error import PrerequisiteError
 from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import model_roles
 
 import emobench as package
 from emobench.config import RunConfig
@@ -20,7 +22,7 @@ from emobench.inspect_task.roles import check_defaults
 from emobench.inspect_task.scorers import emobench_scores
 from emobench.inspect_task.solver import EpisodeSetup, play_and_judge
 from emobench.library_paths import library_root
-from emobench.prompts import cases_language
+from emobench.prompts import cases_language, load_language_template
 from emobench.registry import Case
 from emobench.run.binding import load_prompts, run_registry
 from emobench.run.flags import flag_overrides, load_run_config
@@ -107,6 +109,8 @@ def emobench(
         played = select_cases(registry, run_config)
         case_language = cases_language(played)
         prompts = load_prompts(root, run_config, case_language)
+        if "director" in model_roles() and prompts.director is None:  # an LLM director only inspect named
+            prompts = replace(prompts, director=load_language_template(root, "prompts", "director.j2", case_language))
         check_defaults(run_config, subject is not None)
     except EmobenchError as exc:  # inspect prints this kind in one line, without a traceback
         raise PrerequisiteError(f"error: {_as_parameter(exc)}") from None
