@@ -8,6 +8,7 @@ failing mid-sample (429, 500, a malformed structured answer) with `inspect eval-
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import zipfile
@@ -26,9 +27,10 @@ from inspect_ai.log import read_eval_log, write_eval_log
 
 from emobench.importers.inspect_log import import_inspect
 from emobench.publish.leaderboard import build_leaderboard
-from emobench.records import Episode
+from emobench.records import Episode, EpisodeJudgement
 from emobench.run.runner import ROOT
-from emobench.rundir import RunDir
+from emobench.rundir import RunDir, read_records
+from emobench.scoring.agreement import holistic_alphas, mdep_alphas
 from tests.cdp import Browser
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, default_responder
@@ -186,7 +188,15 @@ def test_the_log_shows_turns_verdicts_and_scores(played: Played) -> None:
     overall = board[(board["slice_family"] == "overall") & (board["subject"] == MODEL)].iloc[0]
     assert [epmq[f"emobench/case_bootstrap_{k}"].value for k in ("mean", "ci_lo", "ci_hi")] == [
         overall["epmq"], overall["epmq_lo"], overall["epmq_hi"]]
-    assert "emobench/judge_agreement_holistic.empathy" in epmq  # two judges: their alpha
+    # Two judges: Krippendorff's alpha as the run report computes it, over this evaluation's episodes.
+    run = RunDir(played.imported)
+    mine = [e for e in run.read_episodes() if e.subject == MODEL]
+    judged = [j for j in read_records(run.judgements, EpisodeJudgement) if j.key in {e.key for e in mine}]
+    alphas = {**mdep_alphas(mine, ["judge-0", "judge-1"]), **holistic_alphas(judged, ["judge-0", "judge-1"])}
+    assert len(alphas) == 10
+    for name, alpha in alphas.items():
+        shown = epmq[f"emobench/judge_agreement_{name}"].value
+        assert (alpha is None and math.isnan(shown)) or shown == alpha, name
 
 
 def test_inspect_view_shows_the_conversation_and_a_turns_verdict(played: Played, chromium: Path, tmp_path: Path) -> None:  # noqa: F811
