@@ -23,14 +23,13 @@ from pydantic import ValidationError
 
 from emobench.config import RoleConfig, RunConfig
 from emobench.errors import InputError
-from emobench.inspect_task.solver import CONFIG_KEY, stored_records
+from emobench.inspect_task.solver import CONFIG_KEY, MANIFEST_KEY, stored_records
 from emobench.records import Episode, EpisodeJudgement
 from emobench.run.binding import run_registry
 from emobench.run.finalize import finalize_run
 from emobench.rundir import RunDir, append_line
 
 TASK = "emobench/emobench"
-MANIFEST_KEY = "emobench_manifest"
 
 
 @dataclass

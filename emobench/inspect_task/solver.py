@@ -30,6 +30,7 @@ from emobench.registry import Case
 EPISODE_KEY = "emobench:episode"
 JUDGEMENT_KEY = "emobench:judgement"
 CONFIG_KEY = "emobench:config"  # the config as played (roles labelled by their models)
+MANIFEST_KEY = "emobench_manifest"  # in the task's metadata: what a run's manifest says of the run
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from emobench.episode.roles import Provenance
 from emobench.errors import EmobenchError, InputError
 from emobench.inspect_task.roles import check_defaults
 from emobench.inspect_task.scorers import emobench_scores
-from emobench.inspect_task.solver import EpisodeSetup, play_and_judge
+from emobench.inspect_task.solver import MANIFEST_KEY, EpisodeSetup, play_and_judge
 from emobench.library_paths import library_root
 from emobench.prompts import cases_language, load_language_template
 from emobench.registry import Case
@@ -29,21 +29,14 @@ from emobench.run.flags import flag_overrides, load_run_config
 from emobench.run.runner import manifest, select_cases
 
 DEFAULT_CONFIG = "configs/standard.yaml"
-# What a sample's metadata says of its case: the fields the leaderboard slices by.
-SLICE_FIELDS = ("scenario_id", "persona_id", "category", "dominant_axis", "difficulty", "threshold", "valence", "language")
-
-
-def sample_id(case_id: str, seed: int) -> str:
-    return f"{case_id}|{seed}"
-
-
 def case_sample(case: Case, seed: int) -> Sample:
+    """One (case, seed); its metadata carries the case's fields the leaderboard slices by."""
     metadata = {
         "case_id": case.id, "seed": seed, "scenario_id": case.scenario.id, "persona_id": case.persona.id,
         "category": case.scenario.category, "dominant_axis": case.dominant_axis, "difficulty": case.difficulty,
         "threshold": case.persona.threshold, "valence": case.valence, "language": case.language,
     }
-    return Sample(id=sample_id(case.id, seed), input=case.opening, metadata=metadata)
+    return Sample(id=f"{case.id}|{seed}", input=case.opening, metadata=metadata)
 
 
 # inspect reads `-T seeds=0,1,2` as a list of strings and `-T seeds=0` as an integer.
@@ -125,6 +118,6 @@ def emobench(
         dataset=MemoryDataset([case_sample(c, s) for c in played for s in run_config.seeds], name=f"emobench-{run_config.split}"),
         solver=play_and_judge(setup),
         scorer=emobench_scores(setup),
-        metadata={"emobench_manifest": about},
+        metadata={MANIFEST_KEY: about},
         version=package.__version__,
     )
