@@ -56,6 +56,10 @@ COMMANDS = {
         "emobench.play.cli:play",
         "Serve a page where people play the user or the supporter; episodes go to a normal run directory.",
     ),
+    "anchor": Lazy(
+        "emobench.anchor.cli:anchor",
+        "Put a run's holistic scores on people's scale from a few human ratings of its episodes (PPI++).",
+    ),
     "import": Lazy("emobench.importers.cli:app", "Import another benchmark's recorded runs as an emobench run directory."),
     "external": Lazy(
         "emobench.external.cli:app", "Publish another benchmark's recorded runs, re-scored, beside the leaderboard."
@@ -188,8 +192,9 @@ def run(
 
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
+        from emobench.run.accounting import summary_line
         from emobench.run.adaptive import stop_line
-        from emobench.run.finalize import finalize_run, summary_line
+        from emobench.run.finalize import finalize_run
         from emobench.run.flags import stop_plan
         from emobench.run.runner import ROOT, run_benchmark, run_registry
         from emobench.rundir import RunDir
@@ -303,6 +308,9 @@ def judge(
     cache: Annotated[bool, typer.Option(help="Answer repeated model calls from the on-disk response cache.")] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Response cache folder.")] = None,
     force: Annotated[bool, typer.Option(help="Rescore even when the case cards changed since the run.")] = False,
+    batch: Annotated[bool, typer.Option(help="Send the judge calls through the OpenAI Batch API (half price; a batch "
+                                             "may take up to 24 hours; a killed command resumes its batches).")] = False,
+    batch_poll: Annotated[float, typer.Option(min=0.01, help="With --batch: seconds between polls of a batch.")] = 30.0,
 ) -> None:
     """Rescore a run with another judge panel; no conversation is regenerated."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -313,6 +321,7 @@ def judge(
         from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
         from emobench.publish.show import render_table
         from emobench.registry.local import registry_for
+        from emobench.run.accounting import summary_line
         from emobench.run.finalize import finalize_run
         from emobench.run.rescore import rescore
         from emobench.run.runner import ROOT
@@ -321,12 +330,12 @@ def judge(
         log = err()
         with progress_bar() as tick:
             rescored = asyncio.run(rescore(run_dir, panel, cache=response_cache(cache, cache_dir), force=force,
-                                           console=log, tick=tick))
+                                           console=log, tick=tick, batch_poll_s=batch_poll if batch else None))
             finalize_run(rescored, registry_for(run_dir, ROOT), source=RunDir(run_dir), tick=tick)
         table = build_leaderboard([rescored.path], force=force)
         write_leaderboard(table, rescored.path)
         render_table(table, console())
-        log.print(f"new judgements and scores in {rescored.path}")
+        log.print(f"new judgements and scores in {rescored.path} · {summary_line(rescored.read_report())}")
 
     with one_line_errors():
         go()

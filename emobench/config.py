@@ -34,11 +34,27 @@ class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# OpenAI's Batch API bills half the price of a call (its pricing page; Anthropic's batches too).
+BATCH_PRICE_SHARE = 0.5
+
+
 class Price(_Config):
-    """US dollars per million tokens."""
+    """US dollars per million tokens. Prompt tokens read from the provider's prompt cache cost
+    cached_prompt_per_mtok and those written to it cache_write_per_mtok; either unset: the input price."""
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
+    cached_prompt_per_mtok: float | None = Field(default=None, ge=0)
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)
+
+    def cost_usd(self, prompt: int, completion: int, cached: int = 0, written: int = 0, batched: bool = False) -> float:
+        """One call's dollars; ``prompt`` counts every prompt token, the cached and written ones among them.
+        A call sent in a batch costs BATCH_PRICE_SHARE of that."""
+        read = self.input_per_mtok if self.cached_prompt_per_mtok is None else self.cached_prompt_per_mtok
+        write = self.input_per_mtok if self.cache_write_per_mtok is None else self.cache_write_per_mtok
+        fresh = max(0, prompt - cached - written)
+        dollars = (fresh * self.input_per_mtok + cached * read + written * write + completion * self.output_per_mtok) / 1e6
+        return dollars * BATCH_PRICE_SHARE if batched else dollars
 
 
 class ParallelConfig(_Config):

@@ -52,8 +52,11 @@ class ModelCall(Record):
     sampling: Sampling
     seed: int
     template: str  # "name@version"
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # every prompt token, the cached and written ones among them
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # read from the provider's prompt cache, as its usage reports them
+    cache_write_tokens: int = 0  # written to it, where the provider bills that (Anthropic)
+    batched: bool = False  # sent in a Batch API batch, billed at its batch price (endpoints/batch.py)
     latency_s: float = 0.0
     attempts: int = 1
     cached: bool = False
@@ -61,6 +64,14 @@ class ModelCall(Record):
     text: str = ""
     error: str | None = None  # set when the output failed validation
     structured_output: str | None = None  # "portable" or "bounded" when a schema was sent
+
+
+class PairwiseCall(ModelCall):
+    """A pairwise judge's call with the (case, seed) whose episodes it compared, so that budgets
+    count it with that cell's episodes. None in runs written before it was recorded."""
+
+    case_id: str | None = None
+    episode_seed: int | None = None
 
 
 class UserMove(Record):

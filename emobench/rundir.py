@@ -50,6 +50,7 @@ class RunDir:
         self.pairwise_calls = path / "pairwise_calls.jsonl"
         self.pairwise = path / "pairwise.parquet"
         self.faults = path / "faults.jsonl"
+        self.ratings = path / "ratings.jsonl"  # people's ratings of episodes (emobench play; emobench anchor reads them)
         self.logs = path / "logs"
 
     def create(self) -> None:

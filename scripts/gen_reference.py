@@ -108,6 +108,10 @@ MEANINGS: dict[type[BaseModel], dict[str, str]] = {
     },
     Price: {
         "input_per_mtok": "US dollars per million prompt tokens.",
+        "cached_prompt_per_mtok": "US dollars per million prompt tokens read from the provider's prompt cache "
+                                  "(reported per call as cached tokens); unset, the input price.",
+        "cache_write_per_mtok": "US dollars per million prompt tokens written to the provider's prompt cache, "
+                                "where it charges for that (Anthropic); unset, the input price.",
         "output_per_mtok": "US dollars per million completion tokens.",
     },
     PanelConfig: {

@@ -4,7 +4,9 @@ It answers the three kinds of call an episode makes (simulator, subject, MDEP ju
 looking at ``response_format``, and can inject 429s, 500s, timeouts, torn bodies and
 malformed JSON for a seeded share of requests. ``GET <prefix>/models`` lists ``models``; every
 request's headers are kept (POSTs in ``requests``, GETs in ``gets``), and with ``key`` set any
-request without that bearer key is answered 401.
+request without that bearer key is answered 401. With ``prompt_cache`` on it counts each prompt's
+tokens and reports, as OpenAI does, the cached ones: the longest prefix (from 1,024 tokens, in
+128-token blocks) shared with an earlier prompt to the same model.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from emobench.endpoints.prompt_cache import PrefixCache, prompt_tokens
+from tests import fake_batches
 
 FAULTS = ("429", "500", "timeout", "truncated", "malformed")
 
@@ -105,6 +110,23 @@ class FakeState:
     key: str | None = None  # the bearer key it expects, if any
     open_models: bool = False  # GET /models answers without the key (as some hosts do)
     gets: list[dict[str, Any]] = field(default_factory=list)
+    prompt_cache: bool = False  # count prompt tokens and report OpenAI's cached_tokens
+    caches: dict[str, PrefixCache] = field(default_factory=dict)  # one per model, as a provider keeps them
+    # The files and batches API (tests/fake_batches.py).
+    files: dict[str, bytes] = field(default_factory=dict)
+    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    batch_polls: int = 0  # polls a batch stays in progress
+    batch_expire_after: int | None = None  # a batch then expires with this many answers
+    batch_answered: int = 0
+
+    def usage(self, body: dict[str, Any], completion: int) -> dict[str, Any]:
+        if not self.prompt_cache:
+            return {"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}
+        tokens = prompt_tokens(body["messages"])
+        with self.lock:
+            cached = self.caches.setdefault(str(body.get("model")), PrefixCache()).admit(tokens)
+        return {"prompt_tokens": len(tokens), "completion_tokens": completion, "total_tokens": len(tokens) + completion,
+                "prompt_tokens_details": {"cached_tokens": cached}}
 
     def pick_fault(self) -> str | None:
         with self.lock:
@@ -142,6 +164,10 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                 state.gets.append({"path": self.path, "headers": dict(self.headers)})
             if not state.open_models and self._refused():
                 return
+            if self.path.startswith(f"{state.prefix}/batches/"):
+                return self._send(*fake_batches.poll(state, self.path.rsplit("/", 1)[1], self._completion))
+            if self.path.startswith(f"{state.prefix}/files/") and self.path.endswith("/content"):
+                return self._send(*fake_batches.content(state, self.path.split("/")[-2]))
             if self.path == f"{state.prefix}/models":
                 listed = [{"id": m, "object": "model", **({"root": state.roots[m]} if m in state.roots else {})}
                           for m in state.models]
@@ -154,8 +180,19 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up first (a timeout test); nothing to answer
 
+        def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+            text = state.responder(body)
+            return {"id": "fake", "object": "chat.completion", "model": body.get("model"),
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                    "usage": state.usage(body, len(text.split()))}
+
         def _post(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path == f"{state.prefix}/files":
+                return self._send(*fake_batches.upload(state, self.headers.get("Content-Type", ""), raw))
+            body = json.loads(raw)
+            if self.path == f"{state.prefix}/batches":
+                return self._send(*fake_batches.create(state, body))
             if self.path != f"{state.prefix}/chat/completions":
                 return self._send(404, b'{"error":"not found"}')
             if state.dead:
@@ -175,20 +212,7 @@ def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
                 time.sleep(state.timeout_sleep_s)
             if state.latency_s:
                 time.sleep(state.latency_s)
-            text = state.responder(body)
-            payload = json.dumps(
-                {
-                    "id": "fake",
-                    "object": "chat.completion",
-                    "model": body.get("model"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                    "usage": {
-                        "prompt_tokens": 10,
-                        "completion_tokens": len(text.split()),
-                        "total_tokens": 10 + len(text.split()),
-                    },
-                }
-            ).encode()
+            payload = json.dumps(self._completion(body)).encode()
             if fault == "malformed":
                 return self._send(200, payload[: len(payload) // 2] + b"}}")
             if fault == "truncated":

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from emobench.cli import app
 from emobench.errors import InputError
-from emobench.run.adaptive import case_order, default_wave
+from emobench.run.adaptive import case_order, default_wave, width_text
 from emobench.run.runner import ROOT
 from emobench.run.stop_spec import CallBudget, CostBudget, HalfWidth, PairResolved, PairsResolved, parse_rule
 from emobench.rundir import RunDir
@@ -145,6 +145,24 @@ def test_a_call_budget_stops_before_the_wave_that_would_pass_it(server: FakeOpen
     assert block["reason"] == "calls<=8: the next wave would pass it"
 
 
+def test_a_budgeted_run_counts_every_request_the_server_received(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    # Two subjects: the pairwise judge compares them after each wave, and its calls count too.
+    before = len(server.state.requests)
+    _run(_config(tmp_path / "c.yaml", server.base_url, "echo"), tmp_path, "both", "--stop-when", "calls<=30",
+         "--wave", "1")
+    received = len(server.state.requests) - before
+    rd = RunDir(tmp_path / "both")
+    block = rd.read_manifest()["adaptive"]
+    assert block["stopped"] and block["calls"] == received <= 30
+    assert any(r["body"]["response_format"]["json_schema"]["name"] == "pairwise_verdict"
+               for r in server.state.requests[before:])
+    accounted = rd.read_report()["accounting"]
+    live = [a["calls"] for key, a in accounted.items() if not key.split(":", 1)[1].startswith("scripted:")]
+    assert sum(live) == received  # the scripted subjects' replies are no model call
+    full = block["calls_full_estimate"]
+    assert full == round(received * CASES / block["cases_played"]) and block["calls_saved_estimate"] == full - received
+
+
 @pytest.mark.parametrize(("spec", "needle"), [
     ("half-width<=0", "must be positive"), ("half-width<=x", "not a positive number"), ("pair=a", "pair=A,B"),
     ("calls<=1.5", "whole number"), ("everything", "expected half-width<=H"), ("", "expected"),
@@ -210,3 +228,10 @@ def test_ten_waves_at_most_each_at_most_a_tenth_of_the_split_or_one_case(populat
     wave = default_wave(population)
     assert 1 <= wave <= population and len(range(0, population, wave)) <= 10
     assert wave == 1 or wave - 1 < population / 10
+
+
+@given(st.floats(min_value=0, max_value=1e-10) | st.floats(min_value=1e-6, max_value=100))
+@example(8.881784197001252e-16).via("a zero-width interval's float noise, once printed as ±8.88e-16")
+def test_a_half_width_prints_as_the_number_it_means(width: float) -> None:
+    text = width_text(width)
+    assert "e-1" not in text and float(text) == pytest.approx(width if width > 1e-9 else 0.0, rel=5e-3, abs=1e-9)

@@ -253,3 +253,50 @@ def test_a_resumed_dry_run_counts_what_is_left_and_checks_the_run(fake: FakeOpen
     changed = RUNNER.invoke(app, ["run", "--resume", str(tmp_path / "run"), "--max-turns", "3", "--dry-run"])
     assert changed.exit_code == 2 and "pass --force to resume anyway" in changed.output
     assert len(fake.state.requests) == made
+
+
+def cache_rows(output: str) -> dict[str, list[str]]:
+    """The prompt-cache table's rows by label: cached share, cached input tokens, cost."""
+    out = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in re.split(r"[│┃]", line)[1:-1]]
+        if len(cells) == 5 and cells[3].replace(",", "").isdigit():
+            out[cells[1] or cells[0]] = [c.replace(",", "") for c in cells[2:]]
+    return out
+
+
+def test_the_dry_run_prices_the_share_a_prompt_cache_holds(fake: FakeOpenAIServer, tmp_path: Path) -> None:
+    data = small_config(fake.base_url, max_turns=12, min_turns=2)
+    data["judges"] = data["judges"][:1]
+    data["judges"][0]["price"] = {"input_per_mtok": 2.0, "output_per_mtok": 10.0, "cached_prompt_per_mtok": 0.5}
+    result = RUNNER.invoke(app, ["run", "--config", str(write(tmp_path / "run.yaml", data)), "--dry-run"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    _, tokens_in, _, cost = rows(result.output)["judge-x"]
+    share, held, cached_cost = cache_rows(result.output)["judge-x"]
+    # Twelve turns of 50-token replies: the judge's later prompts pass 1,024 tokens and begin as the one before.
+    assert 0 < int(held) < int(tokens_in) and share == f"{int(held) / int(tokens_in):.0%}"
+    assert float(cached_cost) == pytest.approx(float(cost) - int(held) * 1.5 / 1e6, abs=5e-5)
+    assert float(cached_cost) < float(cost)
+    assert cache_rows(result.output)["total"][2] == cached_cost  # the only priced role
+    # Two subjects: what an adaptive comparison would ask, at the median share of cases played.
+    calls = int(rows(result.output)["total"][0])
+    text = " ".join(result.output.split())
+    assert f"after 50% of the cases (docs/adaptive.md), so about {round(calls / 2):,} calls" in text
+    assert f"${float(cost) / 2:.4f}, ${float(cached_cost) / 2:.4f} with the prompt cache" in text
+
+
+def test_short_prompts_are_never_cached() -> None:
+    from emobench.config import validate_config
+    from emobench.prompts import load_language_template
+    from emobench.run.binding import load_prompts, run_registry
+    from emobench.run.cache_estimate import cacheable_shares
+
+    cfg = validate_config(small_config("http://127.0.0.1:9/v1"), "test")
+    case = run_registry(cfg, ROOT).cases("demo")[0]
+    holistic = load_language_template(ROOT, "judges", "holistic.j2", "en")
+    prompts = load_prompts(ROOT, cfg, "en")
+    short = cacheable_shares(prompts, holistic, case, 2, {"subject": 10, "user": 10}, False)
+    long = cacheable_shares(prompts, holistic, case, 12, {"subject": 200, "user": 100}, False)
+    assert short["subject"] == 0 and short["user"] == 0  # two turns of ten words: under 1,024 tokens
+    assert all(0 <= long[role] <= 1 for role in long) and long["judge"] > short["judge"] and long["user"] > 0.5

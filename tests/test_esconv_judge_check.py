@@ -49,7 +49,7 @@ def _responder(body: dict[str, Any]) -> str:
                            for d in ("empathy", "humanlikeness", "persona_adaptation", "coherence")})
     if fmt != "mdep_verdict":
         return default_responder(body)
-    reply = text.split("REPLY TO RATE", 1)[1]
+    reply = text.rsplit("\nAssistant: ", 1)[1]  # the conversation's last line is the reply to rate
     levels = next(v for phrase, v in REPLIES.items() if phrase in reply)
     if levels is None:
         return "not json at all"

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from emobench.config import RoleConfig
+from emobench.errors import InputError
+from emobench.gate.sequential import candidate_subject
 from emobench.run.adaptive import cell_order
 from emobench.rundir import RunDir
 from tests.conftest import write_config
@@ -116,3 +119,19 @@ def test_without_a_run_or_a_config_to_play_it_is_refused(bundles: dict[str, Path
     code, _, err = emobench("gate", "--sequential", "--baseline", str(bundles["fake-model"]), "--candidate",
                             str(tmp_path), "--subject", "openai:m@http://127.0.0.1:9/v1")
     assert code == 2 and err.count("\n") == 1 and "--subject: binds a role of the run --play starts" in err, err
+
+
+@pytest.mark.parametrize(("subjects", "gated"), [
+    ([{"binding": "scripted:echo"}], "scripted:echo"),  # a one-subject run gates its subject, scripted or not
+    ([{"binding": "openai:m@http://127.0.0.1:9/v1", "label": "m"}, {"binding": "scripted:platitude"}], "m"),
+    # A reference with a label of its own is still a reference: told by its binding.
+    ([{"binding": "openai:m@http://127.0.0.1:9/v1", "label": "m"}, {"binding": "scripted:platitude", "label": "flat"}], "m"),
+])
+def test_the_candidate_subject_needs_no_flag_when_the_run_has_one(subjects: list[dict[str, str]], gated: str) -> None:
+    assert candidate_subject([RoleConfig.model_validate(s) for s in subjects], None, Path("c.yaml")) == gated
+
+
+def test_two_model_subjects_need_the_flag() -> None:
+    roles = [RoleConfig(binding="openai:a@http://127.0.0.1:9/v1"), RoleConfig(binding="openai:b@http://127.0.0.1:9/v1")]
+    with pytest.raises(InputError, match="choose one with --candidate-subject"):
+        candidate_subject(roles, None, Path("c.yaml"))

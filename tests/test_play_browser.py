@@ -87,6 +87,7 @@ def test_user_seat_in_chromium(tmp_path: Path, fake: FakeOpenAIServer, browser: 
         page.wait_for(f"{LI} == 2")  # the card's opening and the model's reply to it
         assert "WHO YOU ARE" in page.eval("document.querySelector('#card').textContent")
         assert page.eval("document.querySelector('#result').classList.contains('hidden')")  # no verdict yet
+        assert page.eval("document.querySelector('#rating').classList.contains('hidden')")  # nothing to rate yet
         meters = [30, 35, 55]
         for i, (text, meter) in enumerate(zip([HOSTILE[0], HOSTILE[1], "ok, maybe."], meters, strict=True)):
             send(page, text, meter, 4 + 2 * i)
@@ -94,10 +95,21 @@ def test_user_seat_in_chromium(tmp_path: Path, fake: FakeOpenAIServer, browser: 
         page.screenshot(Path("/tmp/emobench-play-user.png"))
         page.type_into("#meter", "62")
         page.click("#leave")
+        # the person rates the model before the judges' verdicts are shown
+        page.wait_for("!document.querySelector('#rating').classList.contains('hidden')")
+        assert page.eval("document.querySelector('#result').classList.contains('hidden')")
+        assert page.eval("document.querySelectorAll('#rating-fields select').length") == 5
+        page.eval("document.querySelector('#rating-fields select[data-dimension=empathy]').value = '8'; "
+                  "document.querySelector('#rating-fields select[data-dimension=overall]').value = '7'")
+        page.click("#rate")
         page.wait_for("!document.querySelector('#result').classList.contains('hidden')")
+        assert page.eval("document.querySelector('#rating').classList.contains('hidden')")
         assert page.eval("document.querySelectorAll('#verdicts tbody tr').length") == 4
     finally:
         server.stop()
+    ratings = [json.loads(line) for line in (run / "ratings.jsonl").read_text().splitlines()]
+    assert ratings[0]["episode"] == "subject-a|demo4-02|0|human:ana"
+    assert ratings[0]["ratings"] == {"human:ana": {"empathy": 8, "overall": 7}}
     episode = episode_of(run, "ana")
     assert episode["key"] == "subject-a|demo4-02|0|human:ana"
     assert episode["human"]["seat"] == "user" and episode["roles"]["user"]["label"] == "human:ana"
@@ -161,6 +173,8 @@ def test_killed_server_resumes_at_the_same_address(tmp_path: Path, fake: FakeOpe
         assert "first thing I said" in page.eval("document.querySelector('#conversation').textContent")
         send(page, "after the restart", 45, 6)
         page.click("#leave")
+        page.wait_for("!document.querySelector('#rating').classList.contains('hidden')")
+        page.click("#rate-skip")  # no rating: the verdicts are shown all the same
         page.wait_for("!document.querySelector('#result').classList.contains('hidden')")
     finally:
         server.stop()

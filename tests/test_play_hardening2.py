@@ -10,7 +10,6 @@ and the test prints it (pytest -s) for the soak's report.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import logging
@@ -217,21 +216,60 @@ def test_slow_and_idle_sockets_are_closed_and_the_cap_is_one_line(config: Path, 
     assert "Traceback" not in caplog.text
 
 
-def test_running_out_of_descriptors_is_one_line_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+def test_running_out_of_descriptors_pauses_accepting_in_one_line_and_loses_no_connection(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """With no descriptor left, accept() fails: the listener says so once and waits; the clients who
+    connected meanwhile are served once descriptors are free again."""
     import asyncio
+    import resource
 
-    from emobench.play.doors import quiet_accept_errors
+    from aiohttp import web
 
-    handle = quiet_accept_errors()
-    loop = asyncio.new_event_loop()
-    try:
-        with caplog.at_level(logging.WARNING):
-            for _ in range(50):
-                handle(loop, {"message": "socket.accept() out of system resource",
-                              "exception": OSError(errno.EMFILE, "Too many open files")})
-    finally:
-        loop.close()
-    assert len(caplog.records) == 1 and "Too many open files" in caplog.text and "Traceback" not in caplog.text
+    from emobench.config import PlayConfig
+    from emobench.play.doors import PlayRunner, descriptors_in_use
+    from emobench.play.listener import GuardedSite
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="served")
+
+    async def fetch(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
+        await loop.sock_sendall(sock, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := await loop.sock_recv(sock, 4096):
+            answer += chunk
+        return answer
+
+    async def main() -> list[bytes]:
+        app = web.Application()
+        app.router.add_get("/", hello)
+        runner = PlayRunner(app, PlayConfig())
+        await runner.setup()
+        site = GuardedSite(runner, "127.0.0.1", 0)
+        await site.start()
+        loop = asyncio.get_running_loop()
+        clients = [socket.socket() for _ in range(20)]  # made before the limit leaves no descriptor
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors_in_use(), hard))
+        try:
+            for sock in clients:
+                sock.setblocking(False)
+                sock.connect_ex(("127.0.0.1", site.sockets[0].getsockname()[1]))
+            await asyncio.sleep(0.3)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        try:
+            return await asyncio.wait_for(asyncio.gather(*(fetch(loop, sock) for sock in clients)), 10)
+        finally:
+            for sock in clients:
+                sock.close()
+            await runner.cleanup()
+
+    with caplog.at_level(logging.WARNING):
+        answers = asyncio.run(main())
+    assert all(a.startswith(b"HTTP/1.1 200") and a.endswith(b"served") for a in answers), answers[:2]
+    notes = [r.getMessage() for r in caplog.records]
+    assert len(notes) == 1 and "Too many open files" in notes[0], notes
+    assert "Traceback" not in caplog.text
 
 
 # --- 7. no lock for an unknown id; 8. the HTTP layer's own 400s --------------------------------

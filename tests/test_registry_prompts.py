@@ -58,7 +58,9 @@ def test_the_conversation_and_the_reply_are_fenced_for_the_judge(lib: Path) -> N
     messages = judge_messages(load_template(ROOT / "judges/mdep.j2"), case,
                               [{"speaker": "Iris Vale", "text": attack}], "A reply.")
     assert _inside(messages[1]["content"], attack, "CONVERSATION")
-    assert _inside(messages[1]["content"], "A reply.", "REPLY")
+    # The reply to rate is the conversation's last line, as the next turn's prompt renders it.
+    assert _inside(messages[1]["content"], "A reply.", "CONVERSATION")
+    assert messages[1]["content"].split("\nCONVERSATION>>>")[0].endswith("\nAssistant: A reply.")
 
 
 def test_the_simulator_sees_the_persona_facts(lib: Path) -> None:

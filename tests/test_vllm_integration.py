@@ -144,6 +144,10 @@ def test_emobench_run_launches_and_stops_its_own_vllm_server(tmp_path: Path, mon
     assert {c.endpoint for c in episodes["scripted:platitude"].calls if c.role == "subject"} == {"in-process"}
     assert rd.read_report()["validity"]["reference_subjects"] == ["scripted:platitude"]
     assert "vllm:embedded" in result.output and "scripted:platitude" in result.output
+    # The server reports its prefix-cache hits per call (--enable-prompt-tokens-details): the judge's
+    # second turn begins as its first did.
+    judge = [c for e in episodes.values() for c in e.calls if c.role == "judge"]
+    assert any(c.cached_prompt_tokens > 0 for c in judge) and all(c.cached_prompt_tokens < c.prompt_tokens for c in judge)
 
 
 def test_director_two_judge_panel_and_rescore_on_real_vllm(embedded_vllm: str, tmp_path: Path) -> None:

@@ -59,7 +59,8 @@ class ResponseCache:
         return Completion(**{**data, "cached": True, "latency_s": 0.0, "attempts": 0})
 
     def put(self, key: str, done: Completion) -> None:
-        value = orjson.dumps({k: getattr(done, k) for k in ("text", "finish_reason", "prompt_tokens", "completion_tokens")})
+        value = orjson.dumps({k: getattr(done, k) for k in ("text", "finish_reason", "prompt_tokens", "completion_tokens",
+                                                     "cached_prompt_tokens", "cache_write_tokens", "batched")})
         self._conn().execute("INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, value))
 
     def __len__(self) -> int:

@@ -32,6 +32,9 @@ class Completion:
     completion_tokens: int
     latency_s: float
     attempts: int = 1
+    cached_prompt_tokens: int = 0
+    cache_write_tokens: int = 0
+    batched: bool = False
     cached: bool = False
     template: str | None = None  # an endpoint with its own versioned text (a scripted subject)
 
@@ -79,6 +82,28 @@ def chat_params(
     if response_format is not None:
         params["response_format"] = response_format
     return params
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def prompt_cache_usage(usage: Any) -> tuple[int, int]:
+    """(cached, written) prompt tokens from a usage block, a dict or litellm's object: OpenAI's,
+    vLLM's and Gemini's (through litellm) prompt_tokens_details.cached_tokens, DeepSeek's
+    prompt_cache_hit_tokens, Anthropic's cache_read_input_tokens and cache_creation_input_tokens."""
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+    if usage is None:
+        return 0, 0
+    details = get(usage, "prompt_tokens_details")
+    cached = _count(get(details, "cached_tokens")) if details is not None else 0
+    cached = cached or _count(get(usage, "prompt_cache_hit_tokens")) or _count(get(usage, "cache_read_input_tokens"))
+    return cached, _count(get(usage, "cache_creation_input_tokens"))
 
 
 class TransientError(Exception):
@@ -256,6 +281,7 @@ class OpenAICompatClient:
         self.stats.calls += 1
         choice = data["choices"][0]
         usage = data.get("usage") or {}
+        cached, written = prompt_cache_usage(usage)
         return Completion(
             text=choice["message"].get("content") or "",
             finish_reason=choice.get("finish_reason"),
@@ -263,6 +289,8 @@ class OpenAICompatClient:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             latency_s=latency,
             attempts=attempts,
+            cached_prompt_tokens=cached,
+            cache_write_tokens=written,
         )
 
     async def aclose(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 
+from emobench.endpoints.anthropic_cache import DROPPED, is_anthropic, with_breakpoints
 from emobench.endpoints.client import (
     Completion,
     EndpointStats,
@@ -22,6 +23,7 @@ from emobench.endpoints.client import (
     _retry_after,
     chat_params,
     key_refused,
+    prompt_cache_usage,
     retry_transient,
 )
 from emobench.endpoints.keys import NO_KEY, import_litellm, key_for, key_variable, litellm_call_params
@@ -36,6 +38,7 @@ def _litellm() -> Any:
 def _completion(resp: Any, latency: float, attempts: int) -> Completion:
     choice = resp.choices[0]
     usage = getattr(resp, "usage", None)
+    cached, written = prompt_cache_usage(usage)
     return Completion(
         text=choice.message.content or "",
         finish_reason=choice.finish_reason,
@@ -43,6 +46,8 @@ def _completion(resp: Any, latency: float, attempts: int) -> Completion:
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         latency_s=latency,
         attempts=attempts,
+        cached_prompt_tokens=cached,
+        cache_write_tokens=written,
     )
 
 
@@ -134,6 +139,9 @@ class LiteLLMClient:
         try:
             if routed:
                 return await self._get_router().acompletion(model=self.model, **params)
+            if is_anthropic(self.model):
+                params = {k: v for k, v in params.items() if k not in DROPPED}
+                params["messages"] = with_breakpoints(params["messages"])
             return await _litellm().acompletion(
                 model=self.model, timeout=self._timeout, num_retries=0, max_retries=0, **reach, **params
             )

@@ -44,8 +44,10 @@ class EndpointPool:
         log_dir: Path,
         cache: ResponseCache | None = None,
         on_fault: Callable[[str, str], None] | None = None,
+        wrap: Callable[[ChatEndpoint], ChatEndpoint] | None = None,
     ) -> None:
         self._stack = stack
+        self._wrap = wrap  # a model client goes through it before the cache (judge --batch: the Batch API)
         self._on_fault = on_fault  # (endpoint, kind) of every transient fault, as it happens
         self._log_dir = log_dir
         self._cache = cache
@@ -86,6 +88,8 @@ class EndpointPool:
         client = make()
         if self._on_fault is not None:
             client.stats.sink = partial(self._on_fault, client.name)
+        if self._wrap is not None:
+            client = self._wrap(client)
         if self._cache is not None:
             client = CachedEndpoint(client, self._cache, identity)
         self._clients.append(client)

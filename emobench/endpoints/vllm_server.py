@@ -57,6 +57,7 @@ def server_command(model: str, served_name: str, port: int, extra_args: Sequence
         "--port",
         str(port),
         "--enable-prefix-caching",
+        "--enable-prompt-tokens-details",  # each answer says how many prompt tokens the prefix cache held
         "--disable-uvicorn-access-log",
     ]
     if is_cpu_build():

@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emobench.errors import InputError
 from emobench.gate.baseline import GateSide, load_side
@@ -38,6 +38,9 @@ from emobench.run.adaptive import (
     spent,
 )
 from emobench.rundir import RunDir
+
+if TYPE_CHECKING:
+    from emobench.config import RoleConfig
 from emobench.scoring.confseq import mean_sequence
 from emobench.scoring.validity import REFERENCE_PREFIX
 
@@ -100,12 +103,15 @@ class SequentialGate:
                 "alpha": ALPHA, "tolerance": self.tolerance, **self.state}
 
 
-def candidate_subject(labels: list[str], requested: str | None, where: Path) -> str:
+def candidate_subject(subjects: list[RoleConfig], requested: str | None, where: Path) -> str:
+    """The subject to gate: the one asked for, else the run's one subject that is not a scripted
+    reference (told by its binding: a reference may carry a label of its own), else its one subject."""
+    labels = [s.name for s in subjects]
     if requested is not None:
         if requested not in labels:
             raise InputError(where, "subject", f"{requested!r} not found; have {labels}")
         return requested
-    real = [s for s in labels if not s.startswith(REFERENCE_PREFIX)]
+    real = [s.name for s in subjects if not s.binding.startswith(REFERENCE_PREFIX)] or labels
     if len(real) != 1:
         raise InputError(where, "subject", f"{len(labels)} subjects {labels}; choose one with --candidate-subject")
     return real[0]
@@ -132,7 +138,7 @@ def play_candidate(
     _check_before_play(base, config.split, registry.version(config.split), config.scoring_profile, play or candidate)
     epmq_range(config.scoring_profile, FLAG)
     values = dict(zip(base.cases.column("case_id").to_pylist(), base.cases.column("epmq").to_pylist(), strict=True))
-    subject = candidate_subject([s.name for s in config.subjects], requested, play or candidate)
+    subject = candidate_subject(config.subjects, requested, play or candidate)
     gate = SequentialGate({c: float(v) for c, v in values.items() if v is not None}, subject, tolerance, seed,
                           wave, registry,
                           config.scoring_profile, config.min_turns)

@@ -21,7 +21,7 @@ import pyarrow as pa
 from emobench.endpoints.structured import load_json_object
 from emobench.episode.roles import RoleCaller, derive_seed
 from emobench.prompts import PromptTemplate
-from emobench.records import Episode, ModelCall, PairwiseVerdict
+from emobench.records import Episode, ModelCall, PairwiseCall, PairwiseVerdict
 from emobench.registry import Case
 
 if TYPE_CHECKING:
@@ -187,7 +187,7 @@ async def judge_pairs(
     seed: int,
     retries: int,
     concurrency: int,
-) -> tuple[list[PairwiseVerdict], list[ModelCall]]:
+) -> tuple[list[PairwiseVerdict], list[PairwiseCall]]:
     """Every judge compares every pair. Results come in (pair, judge) order whatever the timing.
 
     concurrency bounds the comparisons in flight; each runs its two orders at once. A pair's
@@ -201,10 +201,11 @@ async def judge_pairs(
         raise ValueError(f"judge_pairs: no case card for {missing}")
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(judge: RoleCaller, x: Episode, y: Episode) -> tuple[list[PairwiseVerdict], list[ModelCall]]:
+    async def one(judge: RoleCaller, x: Episode, y: Episode) -> tuple[list[PairwiseVerdict], list[PairwiseCall]]:
         async with gate:
             pair_seed = derive_seed(seed, "pair", x.case_id, x.seed)
-            return await compare_pair(judge, template, cases_by_id[x.case_id], x, y, pair_seed, retries)
+            verdicts, calls = await compare_pair(judge, template, cases_by_id[x.case_id], x, y, pair_seed, retries)
+        return verdicts, [PairwiseCall(**c.model_dump(), case_id=x.case_id, episode_seed=x.seed) for c in calls]
 
     results = await asyncio.gather(*(one(judge, x, y) for x, y in pairs for judge in judges))
     return [v for verdicts, _ in results for v in verdicts], [c for _, calls in results for c in calls]

@@ -133,21 +133,18 @@ async def open_hub(config: RunConfig, seat: Seat, run_dir: Path, *, force: bool 
 @asynccontextmanager
 async def listening(app: web.Application, config: PlayConfig, host: str, port: int) -> AsyncIterator[str]:
     """The application served on host:port, every connection through emobench.play.doors; yields its address."""
-    from aiohttp import web
+    from emobench.play.doors import PlayRunner
+    from emobench.play.listener import GuardedSite
 
-    from emobench.play.doors import PlayRunner, quiet_accept_errors
-
-    asyncio.get_running_loop().set_exception_handler(quiet_accept_errors())
     runner = PlayRunner(app, config)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site = GuardedSite(runner, host, port)
         try:
             await site.start()
         except OSError as exc:
             raise InputError("--port", "", f"cannot listen on {host}:{port}: {exc.strerror}") from None
-        bound_host, bound_port = runner.addresses[0][:2]
-        yield f"http://{bound_host}:{bound_port}/"
+        yield f"{site.name}/"
     finally:
         await runner.cleanup()
 

@@ -26,14 +26,13 @@ descriptors, so that nobody else gets in. Here every connection passes a `Doorma
   whatever it asked; the cap counts those the process already holds when it starts listening.
 - **The HTTP layer's own errors** (a broken request line, a bad header) answer as every other
   error does: one JSON line, the security headers, no server version, and no traceback in the log.
-- "Too many open files" from accept() is one line a minute, not a traceback per attempt.
+- Accepting, and closing at once what the doorman cannot hold, is emobench.play.listener's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import fcntl
 import logging
 import os
@@ -52,8 +51,8 @@ from aiohttp.web_request import BaseRequest
 from emobench.config import PlayConfig
 from emobench.play.guards import HEADERS
 
-# File descriptors kept for journals, run files, the model endpoints' connections, and the sockets that
-# a burst of accept() takes before the doorman closes them (the listen backlog is 128)
+# File descriptors kept for journals, run files, the model endpoints' connections, and the few accepted
+# sockets on their way to the doorman (emobench.play.listener)
 RESERVE = 256
 # A connection's kernel send buffer (Linux doubles it), not grown by autotuning to 4 MiB: what a client
 # that reads nothing can make the server queue is this, plus asyncio's 64 KiB, plus one response
@@ -245,27 +244,33 @@ class Doorman(web.Server):
     def __call__(self) -> Door:
         return Door(self, loop=self._loop, **self._kwargs)
 
-    def admit(self, door: Door) -> bool:
-        address = door.address
+    def room_for(self, address: str, in_flight: int = 0) -> bool:
+        """Whether a connection from `address` would be admitted, beside `in_flight` accepted ones not yet
+        here; a refusal is counted and noted."""
         if self.open[address] >= self.limits.connections_per_address:
             self.refused += 1
             self.note.say(f"refused a connection: one client address holds {self.open[address]} connections, its cap "
                           "(play.connections_per_address)")
             return False
+        if len(self.doors) + in_flight >= self.cap and not any(d.waiting or d.stalled for d in self.doors):
+            self.refused += 1
+            self.note.say(f"refused a connection: {len(self.doors)} connections are open, the cap "
+                          "(play.max_connections, or the open-file limit), and none is idle or stalled")
+            return False
+        return True
+
+    def admit(self, door: Door) -> bool:
+        if not self.room_for(door.address):
+            return False
         if len(self.doors) >= self.cap:
-            oldest = next((d for d in self.doors if d.waiting or d.stalled), None)
-            if oldest is None:
-                self.refused += 1
-                self.note.say(f"refused a connection: {len(self.doors)} connections are open, the cap "
-                              "(play.max_connections, or the open-file limit), and none is idle or stalled")
-                return False
+            oldest = next(d for d in self.doors if d.waiting or d.stalled)
             self.evicted += 1
             self.note.say(f"{len(self.doors)} connections are open, the cap (play.max_connections, or the open-file "
                           "limit): closed the oldest one still waiting for its request or for its client to "
                           "read, to make room")
             oldest.evict()
         self.doors[door] = None
-        self.open[address] += 1
+        self.open[door.address] += 1
         return True
 
     def leave(self, door: Door) -> None:
@@ -287,22 +292,3 @@ class PlayRunner(web.AppRunner):
         return Doorman(plain.request_handler, limits=self.limits, request_factory=plain.request_factory,
                        handler_cancellation=plain.handler_cancellation, loop=asyncio.get_running_loop(),
                        **plain._kwargs)
-
-
-OUT_OF_FILES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-
-
-def quiet_accept_errors() -> Any:
-    """A loop exception handler: running out of descriptors in accept() is one line a minute;
-    everything else goes to asyncio's default handler."""
-    note = Quietly()
-
-    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        exc = context.get("exception")
-        if isinstance(exc, OSError) and exc.errno in OUT_OF_FILES:
-            note.say(f"cannot accept connections ({exc.strerror}); new ones wait. Lower play.max_connections "
-                     "or raise the open-file limit (ulimit -n)")
-            return
-        loop.default_exception_handler(context)
-
-    return handle

@@ -1,6 +1,6 @@
 """Removing a deleted episode from every file of the run directory.
 
-The record and its judgements are found by key; pairwise verdicts by (case, seed, subject), and
+The record, its judgements and the person's ratings of it are found by key; pairwise verdicts by (case, seed, subject), and
 the pairwise judges' calls by the seeds those comparisons used; logs and any HTML page
 (report.html) by the person's own words. faults.jsonl holds no text (endpoint, kind, time) and is
 left alone. Scores, reports and leaderboards are written again afterwards by the store. Copies
@@ -70,6 +70,7 @@ def _scrub_one(rd: RunDir, key: str, subject: str, case_id: str, seed: int, word
     removed: dict[str, int] = {}
     for path in (rd.episodes, rd.judgements):
         removed[path.name] = _rewrite(path, lambda line: _record(line).get("key") != key)
+    removed[rd.ratings.name] = _rewrite(rd.ratings, lambda line: _record(line).get("episode") != key)
 
     dropped: list[dict[str, Any]] = []
 

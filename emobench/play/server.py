@@ -20,6 +20,7 @@ from aiohttp import web
 
 from emobench.play import views
 from emobench.play.guards import GUARD, MAX_REQUEST, Guard, continue_or_refuse, json_body
+from emobench.play.rating import parse_rating, rate
 from emobench.play.recovery import expire_idle
 from emobench.play.session import PlayHub
 from emobench.play.store import PlayError
@@ -139,6 +140,12 @@ async def delete(request: web.Request) -> web.Response:
     return web.json_response({"deleted": episode_id, "player_forgotten": forgotten})
 
 
+async def rate_episode(request: web.Request) -> web.Response:
+    hub, data = request.app[HUB], await json_body(request)
+    await rate(hub, request.match_info["token"], request.match_info["episode"], parse_rating(data))
+    return web.json_response(views.episode_view(hub, await hub.get(request.match_info["token"], request.match_info["episode"])))
+
+
 def _request(request: web.Request) -> str | None:
     """The request's Idempotency-Key (checked by the guard), kept in the journal with what it played."""
     return request.headers.get("Idempotency-Key")
@@ -164,6 +171,7 @@ def make_app(hub: PlayHub, guard: Guard) -> web.Application:
         web.get(episode_path, episode, **expect),
         web.post(episode_path + "/turn", turn, **expect),
         web.post(episode_path + "/leave", leave, **expect),
+        web.post(episode_path + "/rating", rate_episode, **expect),
         web.delete(episode_path, delete, **expect),
         web.get("/static/{name}", static, **expect),
     ])

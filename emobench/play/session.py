@@ -64,7 +64,7 @@ class PlayHub:
     def _lock(self, episode_id: str) -> asyncio.Lock:
         return self.locks.setdefault(episode_id, asyncio.Lock())
 
-    def _owned_lock(self, player: Player, episode_id: str) -> asyncio.Lock:
+    def owned_lock(self, player: Player, episode_id: str) -> asyncio.Lock:
         """The lock of an episode the player holds; an unknown or deleted id is refused before any lock is made."""
         if episode_id in self.store.deleted:
             raise Deleted
@@ -133,7 +133,7 @@ class PlayHub:
         player = self.player(token)
         live = self.live.get(episode_id)
         if live is None or episode_id in self.store.deleted:
-            async with self._owned_lock(player, episode_id):
+            async with self.owned_lock(player, episode_id):
                 live = await self._load(player, episode_id)
         if live.head.token_sha256 != player.token_sha256:
             raise PlayError("no such episode", status=404)
@@ -173,7 +173,7 @@ class PlayHub:
 
     async def turn(self, token: str, episode_id: str, message: str, meter: int | None, request: str | None = None) -> Live:
         player = self.player(token)
-        async with self._owned_lock(player, episode_id):
+        async with self.owned_lock(player, episode_id):
             live = await self._load(player, episode_id)
             if request is not None and request in live.requests:  # sent again after a restart: played once
                 return live
@@ -204,7 +204,7 @@ class PlayHub:
     async def leave(self, token: str, episode_id: str, message: str, meter: int | None, request: str | None = None) -> Live:
         """The person ends the episode: as the user, leaving (with an optional last message); as the supporter, stopping."""
         player = self.player(token)
-        async with self._owned_lock(player, episode_id):
+        async with self.owned_lock(player, episode_id):
             live = await self._load(player, episode_id)
             if request is not None and request in live.requests:
                 return live

@@ -4,6 +4,7 @@
     play/journal/<id>.jsonl   the per-turn journal of each episode (emobench.play.journal)
     play/deleted.jsonl        the ids of deleted episodes (tombstones: no text, no handle)
     play/scored.json          what the last complete scoring read (a digest of the records' and judgements' keys)
+    ratings.jsonl             each player's rating of their ended episode on the holistic rubric (emobench anchor)
     episodes.jsonl, judgements.jsonl, scores.parquet, report.json, leaderboard.parquet: as `emobench run`
 
 A token is never written: only its hash, so the run directory does not hold the keys to it.
@@ -90,6 +91,7 @@ class PlayStore:
         self.deleted = {str(orjson.loads(line)["episode_id"]) for _, line in whole_lines(self.tombstones)}
         self._done = rd.done_keys()
         self._judged = rd.judged_keys()
+        self._rated = {str(orjson.loads(line)["episode"]) for _, line in whole_lines(rd.ratings)}
         self.heads: dict[str, JournalHead] = {}
         self._write = asyncio.Lock()  # every append and rewrite of the run directory's files
         self._finalizing = threading.Lock()
@@ -131,6 +133,21 @@ class PlayStore:
             kept = [line for _, line in whole_lines(self.players_file)
                     if orjson.loads(line)["token_sha256"] != player.token_sha256]
             atomic_write_bytes(self.players_file, b"".join(kept))
+
+    # --- ratings -------------------------------------------------------------------------
+    def rated(self, key: str) -> bool:
+        return key in self._rated
+
+    async def rate(self, head: JournalHead, scores: dict[str, int]) -> None:
+        """The player's rating of their ended episode: one line of ratings.jsonl, as `emobench anchor` reads it."""
+        async with self._write:
+            if head.episode_id in self.deleted:
+                raise Deleted
+            if head.key in self._rated:
+                raise PlayError("this episode is rated already", status=409)
+            line = orjson.dumps({"episode": head.key, "ratings": {head.player: scores}, "rated_at": now()})
+            await asyncio.shield(asyncio.to_thread(append_line, self.rd.ratings, line))
+            self._rated.add(head.key)
 
     # --- episodes ------------------------------------------------------------------------
     def journal_path(self, episode_id: str) -> Path:
@@ -229,6 +246,7 @@ class PlayStore:
                      journal_path: Path | None) -> dict[str, int]:
         """Remove the record and every copy of it; the scores made from it go too, until `refinalize`
         writes them again (after the scoring in progress, which may have read it)."""
+        self._rated.discard(key)
         with self._finalizing:
             removed = scrub(self.rd, key, subject, case_id, seed, texts)
             for path in (self.stamp, self.rd.scores, self.rd.report, self.rd.leaderboard, self.rd.pairwise):

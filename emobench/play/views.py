@@ -14,6 +14,7 @@ from emobench.play.live import Live, expired_note
 from emobench.play.session import PlayHub
 from emobench.records import EpisodeJudgement
 from emobench.rundir import read_records
+from emobench.scoring.anchoring import DIMENSIONS, SCALE
 
 
 def subject_letters(hub: PlayHub) -> dict[str, str]:
@@ -80,6 +81,8 @@ def episode_view(hub: PlayHub, live: Live) -> dict[str, Any]:
         view["guidance"] = state.guidance
     if view["done"]:
         view["result"] = _result(hub, live)
+    if hub.seat == "user" and live.episode is not None:  # the person rates it before the page shows the verdicts
+        view["rating"] = {"given": hub.store.rated(head.key), "dimensions": list(DIMENSIONS), "scale": list(SCALE)}
     return view
 
 

@@ -31,6 +31,9 @@ def build(
         bool, typer.Option(help="Merge runs whose registry/prompt versions or split differ.")
     ] = False,
     html: Annotated[bool, typer.Option("--html/--no-html", help="Also write index.html.")] = True,
+    ratings: Annotated[Path | None, typer.Option(
+        help="Human ratings of the runs' episodes (JSONL, docs/anchor.md): adds anchored columns to the "
+             "overall rows.")] = None,
 ) -> None:
     """Merge runs into leaderboard.parquet (and index.html)."""
     from emobench.publish.case_scores import build_cases, write_cases
@@ -40,9 +43,14 @@ def build(
 
     with one_line_errors():
         table = build_leaderboard(run_dirs, n_boot=n_boot, seed=seed, force=force)
+        runs = [load_run(Path(d)) for d in run_dirs]
+        if ratings is not None:
+            from emobench.publish.anchored_columns import add_anchored
+
+            table = add_anchored(table, runs, ratings)
         write_leaderboard(table, out)
         # The per-case scores that let the bundle serve as the regression gate's baseline.
-        write_cases(build_cases([load_run(Path(d)) for d in run_dirs]), out)
+        write_cases(build_cases(runs), out)
         if html:
             # Imported here: matplotlib is only needed for the page, not for the table.
             from emobench.publish.html import write_page

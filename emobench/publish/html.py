@@ -29,6 +29,7 @@ from emobench.publish.columns import (
     short_version,
 )
 from emobench.publish.provenance import read_metadata
+from emobench.scoring.anchoring import DIMENSIONS as ANCHORED_DIMENSIONS
 
 # Above this share of episodes ended by an invalid simulated user, the page warns.
 SIMULATOR_INVALID_LIMIT = 0.1
@@ -90,6 +91,8 @@ def render_html(
         report_links=report_links or {},
         profiles_note=PROFILES_NOTE,
         external_bundles=external or [],
+        anchored=[r for r in overall if r.get("anchored_n") is not None],
+        anchored_dims=ANCHORED_DIMENSIONS,
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 from emobench.config import Price, RunConfig
 from emobench.errors import InputError
 from emobench.profiles import load_profile
-from emobench.records import EpisodeJudgement
+from emobench.records import EpisodeJudgement, PairwiseCall
 from emobench.registry import Registry
 from emobench.run.stop_spec import FLAG, CallBudget, CostBudget, HalfWidth, PairResolved, PairsResolved, StopRule
 from emobench.rundir import RunDir, read_records
@@ -34,6 +34,9 @@ from emobench.scoring.validity import REFERENCE_PREFIX
 ALPHA = 0.05
 T = TypeVar("T")
 ORDER_SEED = 0  # every adaptive run of a split plays its cases in the same order
+# The median pair of EMPA's 16 models was resolved after this share of the cases (docs/adaptive.md,
+# "Cases needed per pair"): what `run --dry-run` assumes an adaptive comparison plays.
+MEDIAN_CASE_SHARE = 0.50
 
 
 Cell = tuple[str, int]  # (case id, seed): what one episode of each subject plays
@@ -115,21 +118,30 @@ def case_values(rd: RunDir, registry: Registry, cells: set[Cell], profile: str, 
 
 
 def spent(rd: RunDir, prices: dict[str, Price], cells: set[Cell]) -> tuple[int, float]:
-    """Live model calls and their cost on the given cells: not answered from the response cache,
-    and not a scripted subject's reply (no model behind it). Only those cells, so that a run
-    resumed with more on disk than its waves reached does not count the rest."""
+    """Live model calls and their cost on the given cells: the episodes', their judgements' and the
+    pairwise judge's, not answered from the response cache, and not a scripted subject's reply
+    (no model behind it). Only those cells, so that a run resumed with more on disk than its
+    waves reached does not count the rest (a pairwise call recorded without its cell counts)."""
     calls, cost = 0, 0.0
     records = [e.calls for e in rd.read_episodes() if (e.case_id, e.seed) in cells]
     for j in read_records(rd.judgements, EpisodeJudgement):
         _, case, seed = j.key.rsplit("|", 2)
         if (case, int(seed)) in cells:
             records.append(j.calls)
+    records.append([c for c in read_records(rd.pairwise_calls, PairwiseCall)
+                    if c.case_id is None or (c.case_id, c.episode_seed) in cells])
     for call in (c for group in records for c in group if not c.cached and not c.model.startswith(REFERENCE_PREFIX)):
         calls += 1
         price = prices.get(call.label)
         if price is not None:
-            cost += (call.prompt_tokens * price.input_per_mtok + call.completion_tokens * price.output_per_mtok) / 1e6
+            cost += price.cost_usd(call.prompt_tokens, call.completion_tokens, call.cached_prompt_tokens,
+                                   call.cache_write_tokens, call.batched)
     return calls, cost
+
+
+def width_text(width: float) -> str:
+    """A half-width for people: the float noise of a zero-width interval (8.88e-16) reads as 0."""
+    return f"{round(width, 9) + 0.0:.3g}"
 
 
 def interval_record(interval: SequenceInterval, mean: float) -> dict[str, Any]:
@@ -204,7 +216,7 @@ class AdaptiveRun:
         if isinstance(rule, HalfWidth):
             widths = [v[0].half_width for v in subjects.values() if v]
             ok = len(widths) == len(subjects) and max(widths) <= rule.limit
-            return f"{rule}: every subject's mean EPM-Q within ±{max(widths, default=0):.3g}" if ok else None
+            return f"{rule}: every subject's mean EPM-Q within ±{width_text(max(widths, default=0))}" if ok else None
         if isinstance(rule, PairsResolved):
             ok = all(v and v[0].excludes(0.0) for v in pairs.values())
             return f"{rule}: every pair's sequence excludes 0" if ok else None

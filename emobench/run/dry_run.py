@@ -11,7 +11,9 @@ turn limit and every output is retried. HTTP retries of transient failures are n
 
 Tokens: completion tokens at most each role's max_tokens per call; prompt tokens are the
 templates rendered for each case (about 4 characters a token) plus the transcript so far, each
-user message at the simulator's max_tokens and each reply at the subject's.
+user message at the simulator's max_tokens and each reply at the subject's. The share of each
+role's prompt tokens a provider's prompt cache would hold comes from run/cache_estimate.py; the
+cost with the cache prices that share at the role's cached rate.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from emobench.episode.stepper import subject_conversation
 from emobench.judging.mdep import judge_messages
 from emobench.prompts import PromptTemplate, cases_language, load_language_template
 from emobench.registry import Case
+from emobench.run.adaptive import MEDIAN_CASE_SHARE
+from emobench.run.cache_estimate import cacheable_shares
 from emobench.run.preflight import preflight
 from emobench.run.runner import _check_resume, in_shard, load_prompts, run_registry, select_cases
 from emobench.rundir import RunDir
@@ -64,6 +68,7 @@ class Estimate:
     cases: int
     episodes: int
     roles: list[RoleLoad] = field(default_factory=list)
+    cacheable: dict[str, float] = field(default_factory=dict)  # role -> share of its prompt tokens a cache holds
 
 
 def _tokens(messages: Sequence[dict[str, str]] | str) -> int:
@@ -172,6 +177,10 @@ def estimate(
         loads["director"] = RoleLoad("director", cfg.director)
     pairs = _pairs(subjects, cfg.panel.reference_subjects) if cfg.panel.pairwise else []
     est = Estimate(cfg, cases=len(cases), episodes=0, roles=[*subjects, *loads.values()])
+    if cases:
+        replies = {"subject": max(s.sampling.max_tokens for s in cfg.subjects), "user": cfg.user.sampling.max_tokens}
+        est.cacheable = cacheable_shares(templates.episode, templates.holistic, cases[0], cfg.max_turns, replies,
+                                         cfg.director is not None)
     for case in cases:
         for seed in (s for s in cfg.seeds if in_shard(case.id, s, shard)):
             new = {s.config.name for s in subjects if f"{s.config.name}|{case.id}|{seed}" not in done}
@@ -183,14 +192,16 @@ def estimate(
     return est
 
 
-def price_per_token(role: RoleConfig) -> tuple[tuple[float, float] | None, str]:
-    """(input, output) US dollars per token and where they come from: the role's price, else
-    litellm's price map (read offline); None for a model with no price."""
-    if role.price is not None:
-        return (role.price.input_per_mtok / 1e6, role.price.output_per_mtok / 1e6), "config"
+def price_per_token(role: RoleConfig) -> tuple[tuple[float, float, float] | None, str]:
+    """(input, output, cached input) US dollars per token and where they come from: the role's
+    price, else litellm's price map (read offline); None for a model with no price. With no
+    cached rate, cached input costs the input price."""
+    if (price := role.price) is not None:
+        cached = price.input_per_mtok if price.cached_prompt_per_mtok is None else price.cached_prompt_per_mtok
+        return (price.input_per_mtok / 1e6, price.output_per_mtok / 1e6, cached / 1e6), "config"
     binding = parse_binding(role.binding)
     if binding.kind in ("vllm", "scripted"):
-        return (0.0, 0.0), "local"
+        return (0.0, 0.0, 0.0), "local"
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the map at import
     import litellm  # imported here: it takes seconds
 
@@ -198,12 +209,29 @@ def price_per_token(role: RoleConfig) -> tuple[tuple[float, float] | None, str]:
     for name in names:
         entry = litellm.model_cost.get(name)
         if entry and "input_cost_per_token" in entry and "output_cost_per_token" in entry:
-            return (float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"])), "litellm"
+            rate = float(entry["input_cost_per_token"])
+            cached = float(entry.get("cache_read_input_token_cost") or rate)
+            return (rate, float(entry["output_cost_per_token"]), cached), "litellm"
     return None, "none"
 
 
 def _usd(amount: float) -> str:
     return f"{amount:,.2f}" if amount >= 10 else f"{amount:.4f}"  # cents hide a small run's cost
+
+
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], totals: Sequence[str]) -> Table:
+    """Headers wrap at their spaces; the numbers keep their whole width; the labels fold."""
+    table = Table(title=title, title_justify="left")
+    for i, column in enumerate(columns):
+        if column in ("role", "label", "price\nfrom"):
+            table.add_column(column, overflow="fold", no_wrap=column != "label")
+        else:
+            table.add_column(column, justify="right", no_wrap=True, min_width=max(len(row[i]) for row in (*rows, totals)))
+    for row in rows:
+        table.add_row(*row)
+    table.add_section()
+    table.add_row(*totals)
+    return table
 
 
 def print_estimate(est: Estimate, console: Console) -> None:
@@ -215,10 +243,13 @@ def print_estimate(est: Estimate, console: Console) -> None:
         f"{len(cfg.subjects)} subject(s) = {est.episodes} episode(s), at most {cfg.max_turns} turns each",
         highlight=False, soft_wrap=True,
     )
-    rows, total, priced, unpriced = [], 0.0, 0, []
+    rows, total, priced, unpriced, cached = [], 0.0, 0, [], []
     for load in est.roles:
         price, source = price_per_token(load.config)
         cost = None if price is None else load.input_tokens * price[0] + load.output_tokens * price[1]
+        held = round(load.input_tokens * est.cacheable.get(load.role, 0.0))
+        # The prompt cache's held tokens cost the cached rate instead of the input rate.
+        cached.append((load, held, None if cost is None or price is None else cost - held * (price[0] - price[2])))
         if cost is None and load.calls:
             unpriced.append(load.config.name)
         elif cost is not None and load.calls:
@@ -229,25 +260,32 @@ def print_estimate(est: Estimate, console: Console) -> None:
     calls = sum(load.calls for load in est.roles)
     totals = ("total", "", f"{calls:,}", f"{sum(r.input_tokens for r in est.roles):,}",
               f"{sum(r.output_tokens for r in est.roles):,}", _usd(total) if priced else "–", "")
-    table = Table(title="At most, when every episode runs to the turn limit and every output is retried",
-                  title_justify="left")
-    # Headers wrap at their spaces; the numbers keep their whole width; the labels fold.
-    numbers = ("calls", "input\ntokens", "output\ntokens", "cost\n(USD)")
-    for i, column in enumerate(("role", "label", *numbers, "price\nfrom")):
-        if column in numbers:
-            width = max(len(row[i]) for row in (*rows, totals))
-            table.add_column(column, justify="right", no_wrap=True, min_width=width)
-        else:
-            table.add_column(column, overflow="fold", no_wrap=column != "label")
-    for row in rows:
-        table.add_row(*row)
-    table.add_section()
-    table.add_row(*totals)
+    table = _table("At most, when every episode runs to the turn limit and every output is retried",
+                   ("role", "label", "calls", "input\ntokens", "output\ntokens", "cost\n(USD)", "price\nfrom"), rows, totals)
     console.print(table)
+    prompt = sum(r.input_tokens for r in est.roles)
+    cache_rows = [(load.role, load.config.name, f"{held / load.input_tokens:.0%}" if load.input_tokens else "–",
+                   f"{held:,}", "–" if cost is None else _usd(cost)) for load, held, cost in cached]
+    cache_total = sum(cost for load, _, cost in cached if cost is not None and load.calls)
+    held_all = sum(held for _, held, _ in cached)
+    table = _table("The same with a prompt cache (OpenAI's granularity: from 1,024 tokens, in 128-token blocks)",
+                   ("role", "label", "cached\nshare", "cached input\ntokens", "cost\n(USD)"), cache_rows,
+                   ("total", "", f"{held_all / prompt:.0%}" if prompt else "–", f"{held_all:,}",
+                    _usd(cache_total) if priced else "–"))
+    console.print(table)
+    if len(cfg.subjects) > 1:  # a comparison: what an adaptive run would ask
+        share = MEDIAN_CASE_SHARE
+        dollars = f", ${_usd(total * share)}, ${_usd(cache_total * share)} with the prompt cache" if priced else ""
+        console.print(f"Adaptive (--stop-when pairs-resolved): the median pair of EMPA's models was resolved after "
+                      f"{share:.0%} of the cases (docs/adaptive.md), so about {round(calls * share):,} calls, "
+                      f"{round(prompt * share):,} input and {round(sum(r.output_tokens for r in est.roles) * share):,} "
+                      f"output tokens{dollars} (the priced roles).", highlight=False, soft_wrap=True)
     priced_note = ""
     if unpriced:
         covers = f"The total cost covers the {priced} priced role(s) only. " if priced else ""
         priced_note = (f" {covers}Not priced: {', '.join(unpriced)}; give the role a price: "
                        "{input_per_mtok: X, output_per_mtok: Y} (US dollars per million tokens).")
-    console.print(f"Input tokens are estimated at {CHARS_PER_TOKEN} characters a token. No model was called, "
+    console.print(f"Input tokens are estimated at {CHARS_PER_TOKEN} characters a token; the cached share is the part "
+                  "of each role's prompt tokens such a cache holds (run/cache_estimate.py), at the role's "
+                  "cached_prompt_per_mtok. No model was called, "
                   "no server started, nothing written." + priced_note, highlight=False, soft_wrap=True)

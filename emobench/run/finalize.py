@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
 from emobench.config import Price, RoleConfig, RunConfig, resolve_panel
 from emobench.judging.pairwise import pairwise_table, verdicts_frame
 from emobench.profiles import DEFAULT_PROFILE, load_profile
-from emobench.records import Episode, EpisodeJudgement, PairwiseVerdict
+from emobench.records import Episode, EpisodeJudgement, PairwiseCall, PairwiseVerdict
 from emobench.registry import Registry
+from emobench.run.accounting import accounting
 from emobench.rundir import RunDir, read_records
 from emobench.scoring.agreement import original_judge_agreement, reliability
 from emobench.scoring.episode_scores import score_episode, scores_table
@@ -26,37 +26,6 @@ from emobench.scoring.validity import run_validity
 from emobench.trackers.affect import default_tracker
 from emobench.trackers.languages import tracker_absence, trackers_note
 from emobench.trackers.pool import Reader, read_locally
-
-
-def accounting(
-    episodes: list[Episode], judgements: list[EpisodeJudgement] | None = None, prices: dict[str, Price] | None = None
-) -> dict[str, Any]:
-    """Tokens per role and model, latency percentiles, and cost where the role has a price."""
-    tokens: dict[str, Counter[str]] = defaultdict(Counter)
-    latencies: dict[str, list[float]] = defaultdict(list)
-    calls = [c for e in episodes for c in e.calls] + [c for j in judgements or [] for c in j.calls]
-    for call in calls:
-        key = f"{call.role}:{call.model}"
-        price = (prices or {}).get(call.label)
-        if price is not None and not call.cached:
-            cost = (call.prompt_tokens * price.input_per_mtok + call.completion_tokens * price.output_per_mtok) / 1e6
-            tokens[key]["cost_usd_micro"] += round(cost * 1e6)
-        tokens[key]["calls"] += 1
-        tokens[key]["prompt_tokens"] += call.prompt_tokens
-        tokens[key]["completion_tokens"] += call.completion_tokens
-        tokens[key]["cached_calls"] += int(call.cached)
-        if not call.cached:
-            latencies[key].append(call.latency_s)
-    out: dict[str, Any] = {}
-    for key, counts in sorted(tokens.items()):
-        lat = np.asarray(latencies[key]) if latencies[key] else None
-        micro = counts.pop("cost_usd_micro", None)
-        out[key] = {
-            **counts,
-            "cost_usd": None if micro is None else micro / 1e6,
-            "latency_s": None if lat is None else {f"p{q}": float(np.percentile(lat, q)) for q in (50, 90, 99)},
-        }
-    return out
 
 
 def invalid_judgements(episodes: list[Episode]) -> dict[str, int]:
@@ -151,7 +120,8 @@ def finalize_run(
         "counterfactual_spread": _spread(scores, registry),
         "validity": run_validity(scores, scored, origin.read_manifest().get("roles", {})),
         "faults": out.fault_counts(),  # logged as they happened, by every process on this run
-        "accounting": accounting(episodes, list(judgements.values()), _prices(config)),
+        "accounting": accounting(episodes, list(judgements.values()), _prices(config),
+                                 read_records(out.pairwise_calls, PairwiseCall)),
     }
     if origin_manifest.get("adaptive"):  # a --stop-when run or a sequential gate: when and why it stopped
         report["adaptive"] = origin_manifest["adaptive"]
@@ -160,25 +130,6 @@ def finalize_run(
                                   "language": report["language"], "trackers": report["trackers"],
                                   "scoring": read_all.provenance()})
     return scored
-
-
-def summary_line(report: dict[str, Any]) -> str:
-    """Tokens and cost of a run, for the end of the terminal output."""
-    accounts = report.get("accounting", {})
-    acc = accounts.values()
-    prompt = sum(a["prompt_tokens"] for a in acc)
-    completion = sum(a["completion_tokens"] for a in acc)
-    costs = [a["cost_usd"] for a in acc if a.get("cost_usd") is not None]
-    cost = f", cost ${sum(costs):.4f}" if costs else ""
-    # A scripted subject's replies (key ROLE:scripted:NAME) are no model call: counted apart.
-    scripted = sum(a["calls"] for key, a in accounts.items() if key.split(":", 1)[-1].startswith("scripted:"))
-    calls = sum(a["calls"] for a in acc) - scripted
-    cached = sum(a.get("cached_calls", 0) for a in acc)
-    apart = f", {scripted} scripted (no model)" if scripted else ""
-    return (
-        f"{calls - cached} live model calls, {cached} answered from the response cache{apart}, "
-        f"{prompt} prompt + {completion} completion tokens{cost}"
-    )
 
 
 def _prices(config: dict[str, Any]) -> dict[str, Price]:

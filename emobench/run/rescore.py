@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from emobench.config import PanelConfig, load_config_data, validate_config
+from emobench.endpoints.batch import batched
 from emobench.endpoints.cache import ResponseCache
 from emobench.endpoints.pool import EndpointPool
 from emobench.episode.roles import role_caller
@@ -45,7 +46,10 @@ async def rescore(
     force: bool = False,
     console: Console | None = None,
     tick: Callable[[str, int, int], None] | None = None,
+    batch_poll_s: float | None = None,
 ) -> RunDir:
+    """batch_poll_s, when given, sends every judge call through the Batch API (endpoints/batch.py),
+    polling each batch this often."""
     console = console or Console(stderr=True)
     root = root or library_root()
     source = RunDir(run_dir)
@@ -72,7 +76,11 @@ async def rescore(
     out.repair()
     episodes = source.read_episodes()
     async with AsyncExitStack() as stack:
-        pool = EndpointPool(stack, out.logs, cache, on_fault=out.log_fault)
+        wrap = None
+        if batch_poll_s is not None:
+            ledger, poll = out.path / "batches.jsonl", batch_poll_s
+            wrap = lambda client: batched(client, ledger, poll)  # noqa: E731
+        pool = EndpointPool(stack, out.logs, cache, on_fault=out.log_fault, wrap=wrap)
         judges = []
         for role in panel_config.judges:
             client, info = await pool.resolve(role)
@@ -97,8 +105,10 @@ async def rescore(
             },
         )
         console.print(f"rescoring {len(episodes)} episode(s) of {source.path} with panel {panel_config.name!r}")
-        await judge_episodes(out, episodes, registry, panel, config.limits(), config.concurrency, replay=True, tick=tick)
+        # In batches every request waits for its batch: all of them at once, so that one batch holds them.
+        concurrency = config.concurrency if batch_poll_s is None else max(1, len(episodes))
+        await judge_episodes(out, episodes, registry, panel, config.limits(), concurrency, replay=True, tick=tick)
         if tick is not None and panel_config.pairwise:
             tick("pairwise", 0, 1)  # one batch: every pair of transcripts at once
-        await judge_pairwise(out, episodes, registry, panel, config.limits(), config.concurrency)
+        await judge_pairwise(out, episodes, registry, panel, config.limits(), concurrency)
     return out

@@ -31,7 +31,7 @@ from emobench.errors import EndpointError, InputError
 from emobench.judging.stage import Panel, bind_panel, judge_episodes, judge_finished, judge_pairwise
 from emobench.library_paths import git_sha, library_root
 from emobench.prompts import cases_language, load_language_template
-from emobench.records import EpisodeJudgement, Limits, ModelCall, PairwiseVerdict
+from emobench.records import EpisodeJudgement, Limits, PairwiseCall, PairwiseVerdict
 from emobench.registry import Case, Registry
 from emobench.registry.local import CASES_FILE, read_split_info
 from emobench.run.adaptive import Stopper
@@ -124,7 +124,7 @@ def _finished(rd: RunDir, split: list[Case]) -> tuple[set[str], set[str]]:
             raise InputError(rd.episodes, f"record {number}", f"case {episode.case_id!r} is not in this run's split")
         done.add(episode.key)
     judged = {j.key for j in iter_records(rd.judgements, EpisodeJudgement)}
-    for path, model in ((rd.pairwise_log, PairwiseVerdict), (rd.pairwise_calls, ModelCall)):
+    for path, model in ((rd.pairwise_log, PairwiseVerdict), (rd.pairwise_calls, PairwiseCall)):
         for _ in iter_records(path, model):  # checked, not kept
             pass
     rd.fault_counts()
@@ -356,6 +356,10 @@ async def run_benchmark(
                         await asyncio.gather(*writes)  # every finished episode is on disk before we report
                     ran += batch
                     played += wave
+                    if stop is not None and len(subjects) > 1:
+                        # Compared now, not after the last wave, so the stop counts the pairwise judge's calls too.
+                        compared = [e for e in rd.iter_episodes() if (e.case_id, e.seed) in cells]
+                        await judge_pairwise(rd, compared, registry, panel, limits, config.concurrency)
                     if stop is not None and stop.after_wave(rd, played):
                         break
             if stop is not None:

@@ -67,6 +67,10 @@ def show(
                 from emobench.run.adaptive import stop_line
 
                 console.print(stop_line(run.manifest["adaptive"]), soft_wrap=True, markup=False, highlight=False)
+            if run.manifest.get("accounting"):  # what the calls cost, the prompt cache's share among them
+                from emobench.run.accounting import summary_line
+
+                console.print(summary_line(run.manifest), soft_wrap=True, markup=False, highlight=False)
         else:
             print_paged(console, episode_view(run.episode(key), evidence=evidence), pager=pager)
 

@@ -19,6 +19,7 @@ from markupsafe import Markup
 from emobench.publish.columns import atomic_write, page_environment, short_version
 from emobench.publish.plots import subject_colors
 from emobench.registry.card_files import split_language
+from emobench.run.accounting import summary_line
 from emobench.run.adaptive import stop_line
 from emobench.viewer.episodes import EpisodeRow, EpisodeView, RunView, flag_summary
 from emobench.viewer.run_plots import summary_plot
@@ -120,6 +121,7 @@ def render_run_report(run: RunView) -> str:
             "registry": manifest.get("registry_version"), "emobench": manifest.get("emobench_version"),
             "git": manifest.get("git_sha"), "scoring profile": (manifest.get("config") or {}).get("scoring_profile", "emobench"),
             **({"adaptive": stop_line(manifest["adaptive"])} if manifest.get("adaptive", {}).get("mode") == "run" else {}),
+            **({"model calls": summary_line(report)} if report.get("accounting") else {}),
         },
         roles=_roles(manifest),
     )

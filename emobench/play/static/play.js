@@ -49,6 +49,7 @@ function startPage() {
 const token = decodeURIComponent(window.location.pathname.split("/")[2] || "");
 const base = "/api/p/" + encodeURIComponent(token);
 let current = null;  // the episode on screen
+const skipped = new Set();  // episodes whose rating the person chose to skip on this page
 let seat = "user";
 
 function fill(select, items, label) {
@@ -118,9 +119,38 @@ function render(view) {
   $("compose").classList.toggle("hidden", view.done);
   $("send").disabled = !view.your_turn && !view.error;
   showError(view.error || "");
-  $("result").classList.toggle("hidden", !view.done);
+  // The person rates the supporter before seeing the judges' verdicts, so theirs is their own.
+  const asking = Boolean(view.rating && !view.rating.given && !skipped.has(view.id));
+  if ($("rating")) {
+    $("rating").classList.toggle("hidden", !asking);
+    if (asking) renderRating(view.rating);
+  }
+  $("result").classList.toggle("hidden", !view.done || asking);
   if (view.done && view.result) renderResult(view.result);
   list.lastElementChild && list.lastElementChild.scrollIntoView({ block: "end" });
+}
+
+function renderRating(rating) {
+  const fields = $("rating-fields");
+  fields.replaceChildren();
+  for (const dim of rating.dimensions) {
+    const label = el("label", T.dimensions[dim] + " ");
+    const select = el("select");
+    select.dataset.dimension = dim;
+    select.appendChild(el("option", "–"));
+    select.lastChild.value = "";
+    for (let v = rating.scale[0]; v <= rating.scale[1]; v++) select.appendChild(el("option", v));
+    label.appendChild(select);
+    fields.appendChild(label);
+  }
+}
+
+function chosenRatings() {
+  const ratings = {};
+  for (const select of $("rating-fields").querySelectorAll("select")) {
+    if (select.value) ratings[select.dataset.dimension] = Number(select.value);
+  }
+  return ratings;
 }
 
 function renderResult(result) {
@@ -190,6 +220,16 @@ function playerPage() {
     const view = await busy(() => api("POST", base + "/episodes/" + current.id + "/leave", body, key));
     if (view) { $("message").value = ""; render(view); }
   });
+  if ($("rating")) {
+    $("rate").addEventListener("click", async () => {
+      if (!current) return;
+      const ratings = chosenRatings();
+      if (!Object.keys(ratings).length) { showError(T.rate_something); return; }
+      const view = await busy(() => api("POST", base + "/episodes/" + current.id + "/rating", ratings));
+      if (view) render(view);
+    });
+    $("rate-skip").addEventListener("click", () => { if (current) { skipped.add(current.id); render(current); } });
+  }
   $("back").addEventListener("click", async () => {
     current = null;
     history.replaceState(null, "", window.location.pathname);
