@@ -336,6 +336,36 @@ def test_the_light_install_is_told_what_to_install(monkeypatch: pytest.MonkeyPat
     assert code == 2 and err == 'error: inspect_ai: not installed: pip install "emobench[inspect]"\n', err
 
 
+def test_prompt_cache_tokens_are_counted_as_emobench_counts_them() -> None:
+    """A long prompt sent twice: the second time the provider reports most of it cached. Through
+    inspect the call records the tokens as emobench's own client does (prompt_tokens counts the
+    cached ones too)."""
+    import asyncio
+
+    from inspect_ai.model import get_model
+
+    from emobench.endpoints.client import OpenAICompatClient
+    from emobench.episode.roles import role_caller
+    from emobench.inspect_task.roles import inspect_caller
+    from emobench.records import RoleInfo, Sampling
+
+    sampling = Sampling(temperature=0.0, max_tokens=32)
+    messages = [{"role": "system", "content": "You listen. " * 600}, {"role": "user", "content": "Hello."}]
+
+    async def twice(url: str) -> list[tuple[int, int]]:
+        model = get_model("openai-api/fake/fake-model", base_url=url, api_key="none", memoize=False)
+        through_inspect = inspect_caller("subject", model, sampling)
+        client = OpenAICompatClient(url, "fake-model")
+        own = role_caller("subject", client, RoleInfo(label="x", model="fake-model", endpoint=url, sampling=sampling))
+        calls = [await caller.ask(messages, 1, None) for caller in (through_inspect, through_inspect, own)]
+        await client.aclose()
+        return [(c.prompt_tokens, c.cached_prompt_tokens) for c in calls]
+
+    with FakeOpenAIServer(PlannedState(prompt_cache=True)) as server:
+        first, second, own = asyncio.run(twice(server.base_url))
+    assert first[1] == 0 and first[0] > 1024 and second[0] == first[0] == own[0] and second[1] == own[1] > 1024
+
+
 def test_the_entry_point_names_the_task() -> None:
     from importlib.metadata import entry_points
 

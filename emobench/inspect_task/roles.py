@@ -69,12 +69,18 @@ def inspect_caller(role: str, model: Model, sampling: Sampling, label: str | Non
         started = time.perf_counter()
         output = await model.generate(chat_messages(messages), config=generate_config(sampling, seed, response_format))
         usage = output.usage
+        # inspect counts input tokens without those read from or written to the prompt cache;
+        # emobench's prompt_tokens holds them all, the cached ones among them (records.ModelCall).
+        read = (usage.input_tokens_cache_read or 0) if usage else 0
+        written = (usage.input_tokens_cache_write or 0) if usage else 0
         return Completion(
             text=output.completion,
             finish_reason=FINISH.get(output.stop_reason, output.stop_reason),
-            prompt_tokens=usage.input_tokens if usage else 0,
+            prompt_tokens=usage.input_tokens + read + written if usage else 0,
             completion_tokens=usage.output_tokens if usage else 0,
             latency_s=output.time if output.time is not None else time.perf_counter() - started,
+            cached_prompt_tokens=read,
+            cache_write_tokens=written,
         )
 
     return RoleCaller(role=role, info=info, call=call)
