@@ -353,11 +353,11 @@ def test_prompt_cache_tokens_are_counted_as_emobench_counts_them() -> None:
     messages = [{"role": "system", "content": "You listen. " * 600}, {"role": "user", "content": "Hello."}]
 
     async def twice(url: str) -> list[tuple[int, int]]:
-        model = get_model("openai-api/fake/fake-model", base_url=url, api_key="none", memoize=False)
-        through_inspect = inspect_caller("subject", model, sampling)
         client = OpenAICompatClient(url, "fake-model")
         own = role_caller("subject", client, RoleInfo(label="x", model="fake-model", endpoint=url, sampling=sampling))
-        calls = [await caller.ask(messages, 1, None) for caller in (through_inspect, through_inspect, own)]
+        async with get_model("openai-api/fake/fake-model", base_url=url, api_key="none", memoize=False) as model:
+            through_inspect = inspect_caller("subject", model, sampling)
+            calls = [await caller.ask(messages, 1, None) for caller in (through_inspect, through_inspect, own)]
         await client.aclose()
         return [(c.prompt_tokens, c.cached_prompt_tokens) for c in calls]
 
