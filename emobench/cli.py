@@ -61,6 +61,7 @@ COMMANDS = {
         "Put a run's holistic scores on people's scale from a few human ratings of its episodes (PPI++).",
     ),
     "import": Lazy("emobench.importers.cli:app", "Import another benchmark's recorded runs as an emobench run directory."),
+    "board": Lazy("emobench.board.cli:app", "Package a run for the leaderboard and verify a submission."),
     "external": Lazy(
         "emobench.external.cli:app", "Publish another benchmark's recorded runs, re-scored, beside the leaderboard."
     ),

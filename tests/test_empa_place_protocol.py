@@ -99,6 +99,13 @@ def test_a_full_protocol_run_with_both_references_is_placed_and_comparable(tmp_p
     ({"local_split__source__release": None}, CASES,
      "local_split.source.release: the cards are not an import of EMPA release d59757a"),
     ({}, CASES[:2], "episodes: 2 of EMPA's 3 official cases played"),
+    ({"config__subjects__2__binding": "openai:gpt-4o-mini@http://127.0.0.1:8000/v1"}, CASES,
+     "config.subjects[gpt-4o].binding: model 'gpt-4o-mini'; the reference 'gpt-4o' is 'gpt-4o'"),
+    ({"config__subjects__2__binding": "openai:my-model@http://127.0.0.1:8000/v1"}, CASES,
+     "config.subjects[gpt-4o].binding: model 'my-model'"),
+    ({"config__panel__judges": [{"binding": "openai:gemini-2.5-pro@http://x/v1", "sampling": {
+        "temperature": 0.7, "top_p": 1.0, "max_tokens": 1200, "frequency_penalty": 0.7, "presence_penalty": 0.7}}] * 2}, CASES,
+     "config.panel.judges: 2 judge(s); EMPA's panel is 1"),
 ])
 def test_a_run_off_the_protocol_is_refused_in_one_line(tmp_path: Path, manifest: dict[str, Any], cases: tuple[str, ...],
                                                        where: str) -> None:
@@ -107,6 +114,19 @@ def test_a_run_off_the_protocol_is_refused_in_one_line(tmp_path: Path, manifest:
     assert done.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.output
     assert where in lines[0] and "--exploratory places it anyway" in lines[0]
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_reference_whose_recorded_model_is_another_is_refused(tmp_path: Path) -> None:
+    """The binding says gpt-4o, but the run recorded another model answering as it."""
+    manifest = _manifest()
+    manifest["roles"] = {"subjects": [{"label": "my-model", "model": "my-model"},
+                                      {"label": "gemini-2.5-pro", "model": "gemini-2.5-pro"},
+                                      {"label": "gpt-4o", "model": "Qwen/Qwen3-8B"}]}
+    done = _place(tmp_path, _run(tmp_path / "run", manifest))
+    assert done.exit_code == 2 and "roles.subjects[gpt-4o].model: 'Qwen/Qwen3-8B' answered" in done.stderr, done.output
+    manifest["roles"]["subjects"][2]["model"] = "openai/gpt-4o"  # a provider's prefix is the same model
+    done = _place(tmp_path / "again", _run(tmp_path / "again" / "run", manifest))
+    assert done.exit_code == 0, done.output
 
 
 def test_one_reference_is_not_the_protocol_and_exploratory_places_it_under_a_banner(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ PACKAGE = ROOT / "emobench"
 # What runs after each stage: a stage's modules import none of these.
 DOWNSTREAM = ("emobench.run", "emobench.publish",
               "emobench.gate", "emobench.validation", "emobench.viewer", "emobench.cli", "emobench.play",
-              "emobench.importers", "emobench.external", "emobench.env", "emobench.anchor", "emobench.inspect_task")
+              "emobench.importers", "emobench.external", "emobench.env", "emobench.anchor", "emobench.board",
+              "emobench.inspect_task")
 
 
 def _modules() -> dict[str, Path]:

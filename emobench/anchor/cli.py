@@ -31,8 +31,10 @@ def anchor(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write every figure as JSON.")] = None,
     alpha: Annotated[float, typer.Option(min=0.001, max=0.5, help="1 − the intervals' confidence.")] = 0.05,
 ) -> None:
-    """Put a run's holistic scores on people's scale: a few human ratings of its own episodes and the
-    panel's scores of all of them give prediction-powered (PPI++) estimates and intervals."""
+    """Put a run's holistic scores on people's scale from a few human ratings of its episodes (PPI++).
+
+    The ratings of a random draw of the episodes and the panel's scores of all of them give
+    prediction-powered estimates and intervals (docs/anchor.md)."""
     from emobench.anchor.plan import draw_plan, plan_lines
     from emobench.scoring.anchoring import anchor as estimate
     from emobench.scoring.anchoring import differences, panel_scores, read_ratings

@@ -80,6 +80,34 @@ def manifest_problems(manifest: dict[str, Any], where: str, protocol: dict[str, 
         if _model(str(role.get("binding", ""))) != _model(ours["binding"]):
             out.append((where, f"config.{name}.binding",
                         f"model {_model(str(role.get('binding', '')))!r}, EMPA's was {_model(ours['binding'])!r}"))
+    return out + binding_problems(manifest, where, protocol)
+
+
+def binding_problems(manifest: dict[str, Any], where: str, protocol: dict[str, Any]) -> list[Problem]:
+    """A reference is the published model it is named after, in the config's binding and in the
+    model id the run recorded; the panel has the protocol's size; every recorded role is its model.
+    A `gpt-4o` reference served by another model would carry the wrong offset onto EMPA's scale."""
+    config = manifest.get("config") or {}
+    roles = manifest.get("roles") or {}
+    bound = {s.get("label"): s for s in config.get("subjects") or []}
+    recorded = {r.get("label"): r.get("model") for r in roles.get("subjects") or [] if isinstance(r, dict)}
+    out: list[Problem] = []
+    for reference in protocol["subjects"][1:]:
+        label, want = reference["label"], _model(reference["binding"])
+        if label in bound and _model(str(bound[label].get("binding", ""))) != want:
+            out.append((where, f"config.subjects[{label}].binding",
+                        f"model {_model(str(bound[label].get('binding', '')))!r}; the reference {label!r} is {want!r}"))
+        if label in recorded and _model(str(recorded[label])) != want:
+            out.append((where, f"roles.subjects[{label}].model",
+                        f"{recorded[label]!r} answered; the reference {label!r} is {want!r}"))
+    judges, wanted = (config.get("panel") or {}).get("judges") or [], protocol["panel"]["judges"]
+    if len(judges) != len(wanted):
+        out.append((where, "config.panel.judges", f"{len(judges)} judge(s); EMPA's panel is {len(wanted)}"))
+    played = [(name, roles.get(name), protocol[name]) for name in ("user", "director")]
+    played += [(f"judges[{i}]", judge, wanted[0]) for i, judge in enumerate(roles.get("judges") or [])]
+    for name, role, ours in played:
+        if isinstance(role, dict) and _model(str(role.get("model", ""))) != _model(ours["binding"]):
+            out.append((where, f"roles.{name}.model", f"{role.get('model')!r} answered; EMPA's was {_model(ours['binding'])!r}"))
     return out
 
 

@@ -78,3 +78,58 @@ def show(
 
     with one_line_errors():
         render_table(read_leaderboard(directory), Console(), slice_family=family)
+
+
+@leaderboard_app.command("add")
+def add(
+    submission: Annotated[Path, typer.Argument(help="A submission folder (from `emobench board submit`).")],
+    board: Annotated[Path, typer.Option("--board", help="The leaderboard folder: its submissions/ and tables.")] = Path(
+        "leaderboard"),
+    protocol: Annotated[Path, typer.Option("--protocol", help="The submission protocol the run is held to.")] = Path(
+        "configs/board.yaml"),
+    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
+) -> None:
+    """Verify a submission, keep it under BOARD/submissions/ and rebuild leaderboard.parquet and cases.parquet
+    from every submission kept there; a submission that does not verify changes nothing (exit 1)."""
+    from emobench.board.accept import add_submission
+    from emobench.board.protocol import load_protocol
+    from emobench.registry import load_registry
+    from emobench.run.runner import ROOT
+
+    with one_line_errors():
+        verdict, sources = add_submission(submission, board, load_protocol(protocol), load_registry(ROOT), n_boot=n_boot)
+    if not verdict.ok:
+        err = Console(stderr=True)
+        for problem in verdict.problems[:20]:
+            err.print(problem.line(), soft_wrap=True, markup=False)
+        err.print(f"refused: {len(verdict.problems)} problem(s); the board is unchanged", soft_wrap=True, markup=False)
+        raise typer.Exit(1)
+    Console().print(f"added {', '.join(verdict.subjects)}: {board} now rests on {len(sources)} verified submission(s)",
+                    soft_wrap=True, markup=False)
+
+
+@leaderboard_app.command("publish")
+def publish(
+    board: Annotated[Path, typer.Argument(help="The leaderboard folder to publish.")],
+    repo: Annotated[str, typer.Option("--repo", help="The Hugging Face dataset repository, OWNER/NAME.")],
+    stage_dir: Annotated[Path | None, typer.Option(
+        "--stage", help="Where to stage the files and the dataset card (default: a temporary folder).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Stage and list what would be uploaded; upload nothing.")] = False,
+) -> None:
+    """Stage the leaderboard's tables, page and verified submissions with a dataset card (README.md), then
+    upload them to a Hugging Face dataset; the token comes from HF_TOKEN, never from a file or a flag."""
+    import tempfile
+
+    from emobench.board.hub import stage, upload
+
+    with one_line_errors(), tempfile.TemporaryDirectory() as tmp:
+        staged = stage_dir or Path(tmp) / "stage"
+        files = stage(board, staged)
+        console = Console()
+        for name in files:
+            console.print(f"  {name}", soft_wrap=True, markup=False)
+        if dry_run:
+            console.print(f"dry run: {len(files)} file(s) staged in {staged} for {repo}; nothing uploaded",
+                          soft_wrap=True, markup=False)
+            return
+        console.print(f"uploaded to {repo}: {upload(staged, repo)}", soft_wrap=True, markup=False)
