@@ -60,7 +60,7 @@ def _chromium(session: nox.Session) -> None:
 
 
 # The slow tiers (tests/tiers.py): `quick` runs everything else.
-SLOW_TIERS = ("vllm", "install", "verl", "train", "browser", "ray", "soak")
+SLOW_TIERS = ("vllm", "install", "verl", "train", "browser", "ray", "soak", "inspect")
 # pytest-xdist: one worker per core, at most 4 (measured on 2 cores: docs/testing.md). A module's
 # tests run on one worker: they share its fixtures, and the real-vLLM tests (one module) one server.
 # --no-loadscope-reorder keeps tests/tiers.py's order (slow tiers first) instead of the most tests first.

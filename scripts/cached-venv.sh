@@ -16,7 +16,9 @@ cached_venv() {
       python3 -m venv "$built"
       "$build" "$built"
       echo "$key" > "$built/.emobench-complete"
-      find "$cache" -maxdepth 1 -name "$name-*" ! -name "$name-$key" -exec rm -rf {} +
+      # Only this name's older builds (NAME- and a 16-digit key): "venv-*" would also match venv-verl-*.
+      find "$cache" -maxdepth 1 -regextype posix-extended -regex ".*/$name-[0-9a-f]{16}" ! -name "$name-$key" \
+        -exec rm -rf {} +
     fi
   ) 9>"$cache/$name.lock"
   if [ -e "$link" ] && [ ! -L "$link" ]; then

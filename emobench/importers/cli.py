@@ -52,3 +52,26 @@ def empa_cases(
             f"({info['precomputed_levels']} with precomputed IEDR levels); EMPA's text is CC BY-NC: keep the folder to yourself",
             markup=False, soft_wrap=True,
         )
+
+
+@app.command("inspect")
+def inspect_logs(
+    logs: Annotated[list[Path], typer.Argument(help="Logs of `inspect eval emobench/emobench` (.eval or .json files).")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="The new run directory, e.g. runs/inspect.")],
+) -> None:
+    """Turn inspect logs of the emobench task into a run directory every command reads (docs/inspect.md)."""
+    with one_line_errors():
+        from emobench.errors import InputError
+        from emobench.run.runner import ROOT
+
+        try:
+            from emobench.importers.inspect_log import import_inspect
+        except ModuleNotFoundError as exc:  # the light install has no inspect-ai
+            package = (exc.name or "inspect_ai").split(".")[0]
+            raise InputError(package, "", 'not installed: pip install "emobench[inspect]"') from None
+
+        done = import_inspect(logs, out, root=ROOT)
+        unfinished = sum(done["unfinished"].values())
+        left = f"; {unfinished} unfinished sample(s) left out (rerun them with `inspect eval-retry`)" if unfinished else ""
+        Console(stderr=True).print(f"imported {done['episodes']} episode(s) from {done['logs']} inspect log(s) into {out}{left}",
+                                   markup=False, soft_wrap=True)
