@@ -36,6 +36,7 @@ class BoardProtocol(BaseModel):
     tolerance: float = Field(default=1e-6, gt=0)
     spot_check_agreement: float = Field(default=0.7, ge=0, le=1)
     spot_check_max_lift: float = Field(default=0.5, ge=0)
+    spot_check_alpha: float = Field(default=0.01, gt=0, lt=1)  # the subject replay's false-alarm rate
 
     @field_validator("seeds")
     @classmethod
