@@ -5,7 +5,7 @@ A class is a `ForgeryClass`: a name, the file a catch must name, and `variants(r
 more `Forgery`s, each an edit of the submission in memory. Most forgers re-hash after editing
 (a forger has `emobench submit`'s code); the integrity class edits after hashing. A variant is
 caught when verify reports a problem naming the class's file. `python -m tests.board_forgery_kit
-HONEST_SUBMISSION PROTOCOL` prints the table.
+HONEST_SUBMISSION PROTOCOL [WORK [TWO_SUBJECT_SUBMISSION]]` prints the table.
 """
 
 from __future__ import annotations
@@ -154,10 +154,15 @@ def main(argv: list[str]) -> None:
     from emobench.registry import load_registry
     from emobench.run.runner import ROOT
     from tests.board_forgeries import CLASSES
+    from tests.board_forgeries_pairwise import PAIRWISE_CLASSES
 
     work = Path(argv[2]) if len(argv) > 2 else Path("/tmp/board-kit")
     shutil.rmtree(work, ignore_errors=True)
-    print(markdown(run_kit(Path(argv[0]), load_protocol(Path(argv[1])), load_registry(ROOT), work, CLASSES)))
+    protocol, registry = load_protocol(Path(argv[1])), load_registry(ROOT)
+    table = run_kit(Path(argv[0]), protocol, registry, work, CLASSES)
+    if len(argv) > 3:  # an honest submission of two subjects: the comparisons' classes
+        table |= run_kit(Path(argv[3]), protocol, registry, work, PAIRWISE_CLASSES)
+    print(markdown(table))
 
 
 if __name__ == "__main__":
