@@ -78,7 +78,32 @@ def main() -> None:
     print(f"verify: {episodes} episodes, {(sub / 'episodes.jsonl').stat().st_size / 1e6:.0f} MB, {wall:.1f} s wall "
           f"(the whole CLI process), target {TARGET_S:.0f} s: {wall / TARGET_S:.2f} of it; {_cpu()}, "
           f"load average {os.getloadavg()[0]:.1f}")
+    print(_pairwise_share(sub))
     sys.exit(0 if res.returncode == 0 and wall < TARGET_S else 1)
+
+
+def _pairwise_share(sub: Path) -> str:
+    """The pairwise check's time (verdicts from their calls, the run's leaderboard rebuilt) as a
+    share of `verify --integrity-only` on the same submission, both in this process."""
+    from emobench.board.pairwise_check import check_pairwise
+    from emobench.board.protocol import load_protocol
+    from emobench.board.verify import _read, verify
+    from emobench.registry import load_registry
+    from emobench.run.runner import ROOT as LIBRARY
+
+    registry, protocol = load_registry(LIBRARY), load_protocol(LIBRARY / "configs" / "board.yaml")
+    start = time.perf_counter()
+    verify(sub, protocol, registry, integrity_only=True)
+    whole = time.perf_counter() - start
+    read = _read(sub, [])
+    assert read is not None
+    manifest, episodes, _, _, config = read
+    start = time.perf_counter()
+    check_pairwise(sub, config, episodes, {j["model"] for j in manifest["roles"]["judges"]}, protocol.tolerance)
+    part = time.perf_counter() - start
+    verdicts = sum(1 for _ in open(sub / "pairwise.jsonl", "rb"))
+    return (f"pairwise check: {verdicts} verdicts and the run's leaderboard, {part:.2f} s of verify --integrity-only's "
+            f"{whole:.2f} s in one process ({part / whole:.1%})")
 
 
 if __name__ == "__main__":

@@ -251,8 +251,8 @@ CLASSES = [
 
 
 def fabricate(folder: Path, registry: Any) -> None:
-    """The forgery verify cannot see: every judge's call text, verdict, turn levels, EPM path and
-    score row rewritten consistently (P progress 2 on every turn), then re-hashed. Only asking the
+    """The forgery verify cannot see: every judge's call text, verdict, turn levels, EPM path,
+    score row and the run's leaderboard rewritten consistently (P progress 2 on every turn), then re-hashed. Only asking the
     judges again (`emobench verify --spot-check`) shows it."""
     import orjson
 
@@ -290,6 +290,15 @@ def fabricate(folder: Path, registry: Any) -> None:
         row.update({k: again[k] for k in CHECKED_COLUMNS})
     out = folder.parent / f"{folder.name}-fabricated"
     sub.write(out, folder)
+    if sub.leaderboard is not None:  # the run's own leaderboard, rebuilt on the forged scores with its bootstrap
+        import pyarrow.parquet as pq
+
+        from emobench.publish.leaderboard import build_leaderboard
+        from tests.board_forgery_kit import rehash
+
+        boot = orjson.loads(sub.leaderboard.schema.metadata[b"emobench.bootstrap"])
+        pq.write_table(build_leaderboard([out], n_boot=boot["n"], seed=boot["seed"]), out / "leaderboard.parquet")
+        rehash(out, folder)
 
 
 def _turn_of(episode: Any, call: Any) -> int:

@@ -5,7 +5,7 @@ A class is a `ForgeryClass`: a name, the file a catch must name, and `variants(r
 more `Forgery`s, each an edit of the submission in memory. Most forgers re-hash after editing
 (a forger has `emobench submit`'s code); the integrity class edits after hashing. A variant is
 caught when verify reports a problem naming the class's file. `python -m tests.board_forgery_kit
-HONEST_SUBMISSION PROTOCOL` prints the table.
+HONEST_SUBMISSION PROTOCOL [WORK [TWO_SUBJECT_SUBMISSION]]` prints the table.
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ from emobench.board.hashing import file_sha256
 from emobench.board.package import FILES, RECORD, seal
 from emobench.board.protocol import BoardProtocol
 from emobench.board.verify import Verdict, verify
+from emobench.judging.pairwise import pairwise_table
+from emobench.records import PairwiseVerdict
 from emobench.registry import Registry
 from emobench.scoring.schema import SCORES_SCHEMA
+
+PAIRWISE, LEADERBOARD = "pairwise.jsonl", "leaderboard.parquet"
 
 
 @dataclass
@@ -38,6 +42,9 @@ class Submission:
     episodes: list[dict[str, Any]]
     judgements: list[dict[str, Any]]
     rows: list[dict[str, Any]]
+    pairwise: list[dict[str, Any]] = field(default_factory=list)  # pairwise.jsonl's verdicts, where submitted
+    leaderboard: pa.Table | None = None  # the run's leaderboard.parquet, where submitted
+    pairwise_table: bool = False  # write pairwise.parquet from the (edited) verdicts, as a forger would
     after_hash: list[Callable[[Path], None]] = field(default_factory=list)  # edits to files once hashed
 
     @classmethod
@@ -46,7 +53,9 @@ class Submission:
             return [orjson.loads(x) for x in (folder / name).read_bytes().splitlines()]
 
         return cls(orjson.loads((folder / "manifest.json").read_bytes()), lines("episodes.jsonl"),
-                   lines("judgements.jsonl"), pq.read_table(folder / "scores.parquet").to_pylist())
+                   lines("judgements.jsonl"), pq.read_table(folder / "scores.parquet").to_pylist(),
+                   lines(PAIRWISE) if (folder / PAIRWISE).exists() else [],
+                   pq.read_table(folder / LEADERBOARD) if (folder / LEADERBOARD).exists() else None)
 
     def write(self, folder: Path, template: Path) -> None:
         folder.mkdir(parents=True)
@@ -55,7 +64,14 @@ class Submission:
             (folder / name).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
         pq.write_table(pa.Table.from_pylist(self.rows, schema=SCORES_SCHEMA), folder / "scores.parquet")
         for name in set(orjson.loads((template / RECORD).read_bytes())["files"]) - set(FILES):
-            shutil.copyfile(template / name, folder / name)  # pairwise.jsonl: carried as it was
+            shutil.copyfile(template / name, folder / name)  # the optional files: carried as they were, but
+        if self.pairwise:  # the two a forger edits here
+            (folder / PAIRWISE).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in self.pairwise))
+        if self.pairwise_table:
+            verdicts = [PairwiseVerdict.model_validate(v) for v in self.pairwise]
+            pq.write_table(pairwise_table(verdicts), folder / "pairwise.parquet")
+        if self.leaderboard is not None:
+            pq.write_table(self.leaderboard, folder / LEADERBOARD)
         rehash(folder, template)
         for edit in self.after_hash:
             edit(folder)
@@ -138,10 +154,15 @@ def main(argv: list[str]) -> None:
     from emobench.registry import load_registry
     from emobench.run.runner import ROOT
     from tests.board_forgeries import CLASSES
+    from tests.board_forgeries_pairwise import PAIRWISE_CLASSES
 
     work = Path(argv[2]) if len(argv) > 2 else Path("/tmp/board-kit")
     shutil.rmtree(work, ignore_errors=True)
-    print(markdown(run_kit(Path(argv[0]), load_protocol(Path(argv[1])), load_registry(ROOT), work, CLASSES)))
+    protocol, registry = load_protocol(Path(argv[1])), load_registry(ROOT)
+    table = run_kit(Path(argv[0]), protocol, registry, work, CLASSES)
+    if len(argv) > 3:  # an honest submission of two subjects: the comparisons' classes
+        table |= run_kit(Path(argv[3]), protocol, registry, work, PAIRWISE_CLASSES)
+    print(markdown(table))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from emobench.board.protocol import load_protocol
 from emobench.board.verify import verify
 from emobench.registry import Registry
 from tests.board_forgeries import CLASSES
+from tests.board_forgeries_pairwise import PAIRWISE_CLASSES
 from tests.board_forgery_kit import markdown, run_kit
 from tests.board_heldout import HELD_OUT
 from tests.fake_openai import FakeOpenAIServer, FakeState
@@ -63,7 +64,7 @@ def _interrupt(run: Path) -> None:
 
 @pytest.fixture(scope="module")
 def honest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Eight kinds of honest run, each submitted once."""
+    """Twelve kinds of honest run, each submitted once."""
     root = tmp_path_factory.mktemp("board")
     runs: dict[str, Path] = {}
     with FakeOpenAIServer(FakeState()) as server:
@@ -72,6 +73,7 @@ def honest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         runs["two judges"] = _run(root, "two", _config(root / "two.yaml", url, judges=2))
         runs["three judges"] = _run(root, "three", _config(root / "three.yaml", url, judges=3))
         runs["two subjects"] = _run(root, "subjects", _config(root / "subjects.yaml", url, subjects=2))
+        runs["two subjects, two judges"] = _run(root, "pairs", _config(root / "pairs.yaml", url, subjects=2, judges=2))
         runs["companion prompt"] = _run(root, "companion", _config(root / "companion.yaml", url,
                                                                    subject_system_prompt="companion"))
         runs["scripted reference"] = _run(root, "scripted", _config(
@@ -116,7 +118,7 @@ def pinned(protocol: Path) -> Path:
 
 
 def test_every_honest_kind_verifies(honest: dict[str, Path], protocol: Path, registry: Registry) -> None:
-    assert len(honest) >= 8
+    assert len(honest) >= 12
     for kind, folder in honest.items():
         verdict = verify(folder, load_protocol(protocol), registry)
         assert verdict.ok, f"{kind}: {[p.line() for p in verdict.problems[:5]]}"
@@ -137,7 +139,9 @@ def test_forgery_kit_catches_every_class(honest: dict[str, Path], pinned: Path, 
                                          tmp_path: Path) -> None:
     assert len(CLASSES) >= 12 and all(len(c.variants(random.Random(0))) >= 5 for c in CLASSES)
     table = run_kit(honest["two judges"], load_protocol(pinned), registry, tmp_path, CLASSES)
-    for cls in CLASSES:
+    # The comparisons' forgeries need two subjects: planted in the two-subject, two-judge submission.
+    table |= run_kit(honest["two subjects, two judges"], load_protocol(pinned), registry, tmp_path, PAIRWISE_CLASSES)
+    for cls in [*CLASSES, *PAIRWISE_CLASSES]:
         hits, n, missed, _ = table[cls.name]
         assert hits / n >= cls.floor, f"{cls.name}: {hits}/{n}, missed {missed}"
     from emobench.run.runner import ROOT
@@ -455,6 +459,7 @@ def test_each_record_missing_duplicated_reordered_or_added_is_named(
 
 def test_leaderboard_build_writes_a_card_datasets_loads_offline(honest: dict[str, Path], tmp_path: Path) -> None:
     import datasets
+    import pyarrow.parquet as pq
 
     board = tmp_path / "built"
     code, out, err = emobench("leaderboard", "build", str(honest["two subjects"]), "-o", str(board), "--n-boot", "20",
@@ -464,6 +469,22 @@ def test_leaderboard_build_writes_a_card_datasets_loads_offline(honest: dict[str
     table = datasets.load_dataset(str(board), "leaderboard", split="train", cache_dir=cache)
     cases = datasets.load_dataset(str(board), "cases", split="train", cache_dir=cache)
     assert set(table["subject"]) == {"subject-0", "subject-1"} and len(cases) == 2 * len(CASES)
+    pairs = datasets.load_dataset(str(board), "pairs", split="train", cache_dir=cache).to_pandas()
+    verdicts = [json.loads(line) for line in (honest["two subjects"] / "pairwise.jsonl").read_text().splitlines()]
+    pooled = pairs[pairs["dimension"] == "all"].iloc[0]
+    assert (pooled["subject_a"], pooled["subject_b"]) == ("subject-0", "subject-1") and len(pairs) == 5
+    assert pooled["wins_a"] == sum(v["winner"] == "subject-0" for v in verdicts)
+    assert pooled["wins_a"] + pooled["wins_b"] + pooled["n_invalid"] == len(verdicts)
+    assert 0 < pooled["bt_p_a"] < 1 and list(pooled["run_ids"]) == ["subjects"]
+    # One subject: pairs.parquet is written without rows, and the card names no config datasets cannot load.
+    single = tmp_path / "single"
+    code, _, err = emobench("leaderboard", "build", str(honest["one judge"]), "-o", str(single), "--n-boot", "20",
+                            "--no-html")
+    assert code == 0, err
+    assert pq.read_table(single / "pairs.parquet").num_rows == 0 and "config_name: pairs" not in (
+        single / "README.md").read_text()
+    with pytest.raises(ValueError, match="pairs"):
+        datasets.load_dataset(str(single), "pairs", split="train", cache_dir=cache)
 
 
 @pytest.mark.parametrize(("edit", "says"), [

@@ -1,5 +1,5 @@
 """`leaderboard add`: a submission that verifies is kept under BOARD/submissions/ and the board's
-leaderboard.parquet, cases.parquet and index.html are rebuilt from every submission kept there, so
+leaderboard.parquet, cases.parquet, pairs.parquet and index.html are rebuilt from every submission kept there, so
 the published table is always a function of verified submissions. Each verification (root hash,
 verifier version, date) is kept in BOARD/verifications.json and travels in the table's schema
 metadata (`emobench.verifications`) and on the page."""
@@ -23,6 +23,7 @@ from emobench.publish.case_scores import build_cases, write_cases
 from emobench.publish.columns import atomic_write
 from emobench.publish.html import write_page
 from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
+from emobench.publish.pairs import build_pairs, write_pairs
 from emobench.publish.runs import load_run
 from emobench.registry import Registry
 from emobench.run.runner import ROOT
@@ -64,7 +65,9 @@ def add_submission(submission: Path, board: Path, protocol: BoardProtocol, regis
         meta = {**(table.schema.metadata or {}), b"emobench.verifications": json.dumps(verified, sort_keys=True).encode()}
         table = table.replace_schema_metadata(meta)
         write_leaderboard(table, board)
-        write_cases(build_cases([load_run(s) for s in sources]), board)
+        runs = [load_run(s) for s in sources]
+        write_cases(build_cases(runs), board)
+        write_pairs(build_pairs(runs, table), board)
         write_page(table, board)
         from emobench.board.hub import write_card  # hub imports huggingface_hub: only once a board is rebuilt
 

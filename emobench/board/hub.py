@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from emobench.board.package import SUBMISSIONS, file_leaks, leaks
 from emobench.errors import EndpointError, InputError
 
-TABLES = {"leaderboard": "leaderboard.parquet", "cases": "cases.parquet"}
+TABLES = {"leaderboard": "leaderboard.parquet", "cases": "cases.parquet", "pairs": "pairs.parquet"}
 PAGE = "index.html"
 TOKEN_ENV = "HF_TOKEN"
 
@@ -36,11 +36,16 @@ def dataset_card(board: Path) -> Any:
     table = pq.read_table(board / TABLES["leaderboard"], columns=["subject", "slice_family", "epmq"]).to_pandas()
     overall = table[table["slice_family"] == "overall"].sort_values("epmq", ascending=False)
     kept = sorted(p.name for p in (board / SUBMISSIONS).iterdir()) if (board / SUBMISSIONS).is_dir() else []
+    # datasets cannot load a table without rows ("corresponds to no data"): an empty pairs table
+    # (one subject, or no comparisons) is still written and staged, but named by no config.
+    pairs = board / TABLES["pairs"]
+    compared = pairs.is_file() and pq.ParquetFile(pairs).metadata.num_rows > 0
+    configs = {name: file for name, file in TABLES.items() if name != "pairs" or compared}
     data = DatasetCardData(
         license="apache-2.0", pretty_name="emobench leaderboard", language=["en", "zh"],
         tags=["emotional-intelligence", "leaderboard", "llm-evaluation", "multi-turn"],
         configs=[{"config_name": name, "data_files": file, **({"default": True} if name == "leaderboard" else {})}
-                 for name, file in TABLES.items()],
+                 for name, file in configs.items()],
     )
     rows = "\n".join(f"| {r.subject} | {r.epmq:.1f} |" for r in overall.itertuples())
     verified = "\n".join(f"- `{run}`: root `{v['root']}`, protocol v{v['protocol_version']}, verified by emobench "
@@ -55,6 +60,10 @@ reply, and EPM-Q (0 to 100) scores how far and how directly the user's needs mov
 
 - `leaderboard` (default): one row per subject per slice, every score with its 95% interval.
 - `cases`: one row per subject per case, the mean over seeds.
+- `pairs`: one row per pair of subjects per pairwise dimension (and `all` pooled): the judges'
+  verdicts for each side, subject_a's win rate with its 95% interval, the position-flip rate, the
+  invalid verdicts, and the Bradley-Terry probability of subject_a winning.{"" if compared else '''
+  This board's runs compared no two subjects: pairs.parquet has no rows, and no config names it.'''}
 
 The provenance (registry {str(meta.get('registry_version', ''))[:12]}, prompt versions, every role's model
 and sampling) is in each parquet file's schema metadata under `emobench.*` keys.

@@ -21,7 +21,9 @@ FORMAT = "emobench-submission/1"
 RECORD = "SUBMISSION.json"
 SUBMISSIONS = "submissions"  # where a board keeps the submissions it rests on
 FILES = ("manifest.json", "episodes.jsonl", "judgements.jsonl", "scores.parquet")
-OPTIONAL = ("pairwise.jsonl",)
+# Where the run wrote them: its comparisons, the judges' calls they rest on, their table, and the
+# run's own leaderboard rows (Bradley-Terry ratings among them); verify recomputes each.
+OPTIONAL = ("pairwise.jsonl", "pairwise_calls.jsonl", "pairwise.parquet", "leaderboard.parquet")
 
 # What must never travel: provider keys and tokens, and paths of the submitter's machine.
 SECRET = re.compile(r"\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}"
@@ -49,6 +51,9 @@ def file_leaks(path: Path) -> Iterator[tuple[str, str]]:
     """Leaks in one submission file, each with its line (JSON lines) or column (parquet)."""
     if path.suffix == ".parquet":
         table = pq.read_table(path)
+        for key, value in (table.schema.metadata or {}).items():  # a run's leaderboard keeps its provenance there
+            for field, what in leaks(value.decode(errors="replace")):
+                yield f"schema metadata {key.decode(errors='replace')}{field}", what
         for name in table.column_names:
             for field, what in leaks(table.column(name).to_pylist()):
                 yield f"{name}{field}", what

@@ -1,13 +1,14 @@
 """`emobench verify`: a submission's integrity (hashes), hygiene (no keys or local paths), protocol
-(configs/board.yaml), coverage (every case × seed × subject once) and recomputation (every score
-from the recorded calls, emobench/board/recompute.py)."""
+(configs/board.yaml), coverage (every case × seed × subject once, every planned comparison once)
+and recomputation (every score from the recorded calls, emobench/board/recompute.py; the pairwise
+verdicts and what is derived from them, emobench/board/pairwise_check.py)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import orjson
 import pyarrow as pa
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from emobench.board.adaptive import replay_stop
 from emobench.board.hashing import file_sha256, record_hashes, record_sha256, root_hash
 from emobench.board.package import FILES, FORMAT, OPTIONAL, RECORD, file_leaks
+from emobench.board.pairwise_check import check_pairwise
 from emobench.board.protocol import BoardProtocol
 from emobench.board.recompute import check_calls, check_holistic, check_path, check_row
 from emobench.config import RunConfig, resolve_panel
@@ -84,6 +86,10 @@ def verify(folder: Path, protocol: BoardProtocol, registry: Registry, *, integri
     for episode in episodes:
         problems += _recompute(episode, registry, by_key.get(episode.key), rows.get(episode.key), manifest,
                                config.scoring_profile, limits, protocol.tolerance)
+    judges = {j["model"] for j in manifest.get("roles", {}).get("judges", [])}
+    problems += [Problem(cast(Check, check), file, where, message) for check, file, where, message in
+                 check_pairwise(folder, config, episodes, judges, protocol.tolerance)
+                 if not integrity_only or check != "protocol"]
     return verdict
 
 

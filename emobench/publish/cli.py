@@ -38,6 +38,7 @@ def build(
     """Merge runs into leaderboard.parquet (and index.html)."""
     from emobench.publish.case_scores import build_cases, write_cases
     from emobench.publish.leaderboard import build_leaderboard, write_leaderboard
+    from emobench.publish.pairs import build_pairs, write_pairs
     from emobench.publish.runs import load_run
     from emobench.publish.show import render_table
 
@@ -51,6 +52,7 @@ def build(
         write_leaderboard(table, out)
         # The per-case scores that let the bundle serve as the regression gate's baseline.
         write_cases(build_cases(runs), out)
+        write_pairs(build_pairs(runs, table), out)
         if html:
             # Imported here: matplotlib is only needed for the page, not for the table.
             from emobench.publish.html import write_page
@@ -61,7 +63,8 @@ def build(
         write_card(out)
     console = Console()
     render_table(table, console)
-    written = "leaderboard.parquet, cases.parquet, README.md (its dataset card)" + (" and index.html" if html else "")
+    written = "leaderboard.parquet, cases.parquet, pairs.parquet, README.md (its dataset card)" + (
+        " and index.html" if html else "")
     console.print(f"wrote {written} to {out}", soft_wrap=True)
 
 
