@@ -6,6 +6,12 @@ as cached the longest prefix it shares with an earlier prompt to the same model,
 tokens in 128-token blocks (emobench/endpoints/prompt_cache.py). Every role is one model here,
 as in a run with one provider; the share is what the run's records say was cached.
 
+Then, per call kind (the request's output schema), why the rest was not cached: the prompt was
+under the minimum, its longest prefix shared with an earlier prompt was, the block rounding, or
+tokens past that prefix. And each role's prompt price at 2.00 USD per million input tokens, the
+cached ones at 50% of that (OpenAI's gpt-4o), 25% (gpt-4.1: 0.50) and 10% (Anthropic's cache
+reads; its cache writes, which cost more than input, are not counted here).
+
     python bench/bench_prompt_cache.py                # 1 case: 6 episodes
     python bench/bench_prompt_cache.py --limit 2 --json out.json
 """
@@ -13,6 +19,7 @@ as in a run with one provider; the share is what the run's records say was cache
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -27,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from emobench.endpoints.prompt_cache import OPENAI, prompt_tokens  # noqa: E402
 from emobench.records import EpisodeJudgement, PairwiseCall  # noqa: E402
 from emobench.rundir import RunDir, read_records  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer, FakeState, default_responder  # noqa: E402
@@ -73,6 +81,43 @@ def shares(run_dir: Path) -> dict[str, dict[str, int]]:
     return {k: dict(v) for k, v in sorted(out.items())}
 
 
+INPUT = 2.00  # USD per million prompt tokens: gpt-4.1's list price (docs/cost.md's dated prices)
+CACHED_RATES = (1.0, 0.5, 0.25, 0.1)  # a cached token's price, as a share of INPUT
+REASONS = ("under the minimum", "shared prefix under it", "block rounding", "past the shared prefix")
+
+
+def reasons(requests: list[dict[str, Any]]) -> dict[str, Counter[str]]:
+    """Per call kind, the prompt tokens not cached, by why: each prompt's exact longest prefix
+    shared with an earlier one (chained token hashes, in the order the server received them)."""
+    seen: set[bytes] = set()
+    out: dict[str, Counter[str]] = {}
+    for request in requests:
+        body = request["body"]
+        kind = (body.get("response_format") or {}).get("json_schema", {}).get("name") or "free text"
+        tokens, chain, shared, hashes = prompt_tokens(body["messages"]), b"", 0, []
+        for i, token in enumerate(tokens):
+            chain = hashlib.blake2b(chain + token.to_bytes(4, "little"), digest_size=12).digest()
+            shared = i + 1 if shared == i and chain in seen else shared
+            hashes.append(chain)
+        seen.update(hashes)
+        cached = shared // OPENAI.block * OPENAI.block if shared >= OPENAI.minimum else 0
+        row = out.setdefault(kind, Counter())
+        if len(tokens) < OPENAI.minimum:
+            row[REASONS[0]] += len(tokens)
+        elif shared < OPENAI.minimum:
+            row[REASONS[1]] += len(tokens)
+        else:
+            row[REASONS[2]] += shared - cached
+            row[REASONS[3]] += len(tokens) - shared
+    return out
+
+
+def dollars(row: dict[str, int], cached_rate: float) -> float:
+    """A role's prompt tokens at INPUT per million, the cached ones at cached_rate of it."""
+    fresh = row["prompt_tokens"] - row["cached_prompt_tokens"]
+    return (fresh + cached_rate * row["cached_prompt_tokens"]) * INPUT / 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=1, help="cases of the test split")
@@ -95,6 +140,7 @@ def main() -> None:
         if res.exit_code != 0:
             raise SystemExit(res.output)
         figures = shares(Path(tmp) / "r")
+        why = reasons([r for r in state.requests if "messages" in r["body"]])
         versions = RunDir(Path(tmp) / "r").read_manifest()["prompt_versions"]
     print(f"prompt versions: {versions}")
     print(f"{'role / template':<40} {'calls':>6} {'prompt tok':>11} {'cached':>10} {'share':>7}")
@@ -107,8 +153,16 @@ def main() -> None:
             total.update(row)
     print(f"{'all roles':<40} {total['calls']:>6} {total['prompt_tokens']:>11,} {total['cached_prompt_tokens']:>10,} "
           f"{total['cached_prompt_tokens'] / max(1, total['prompt_tokens']):>7.1%}")
+    print(f"\nprompt tokens not cached, by call kind and why\n{'call kind':<18}" + "".join(f"{r:>24}" for r in REASONS))
+    for kind, row in sorted(why.items()):
+        print(f"{kind:<18}" + "".join(f"{row[r]:>24,}" for r in REASONS))
+    print(f"\nprompt USD at {INPUT:.2f}/Mtok, a cached token at this share of it\n{'role':<10}"
+          + "".join(f"{rate:>10.0%}" for rate in CACHED_RATES))
+    for key in (k for k in figures if " " not in k):
+        print(f"{key:<10}" + "".join(f"{dollars(figures[key], rate):>10.4f}" for rate in CACHED_RATES))
     if args.json:
-        args.json.write_text(json.dumps({"prompt_versions": versions, "roles": figures}, indent=1))
+        args.json.write_text(json.dumps({"prompt_versions": versions, "roles": figures,
+                                         "not_cached": {k: dict(v) for k, v in why.items()}}, indent=1))
 
 
 if __name__ == "__main__":

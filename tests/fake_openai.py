@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -59,8 +60,8 @@ def default_responder(body: dict[str, Any]) -> str:
         return json.dumps({d: dim for d in ("empathy", "humanlikeness", "persona_adaptation", "coherence")})
     if fmt == "pairwise_verdict":
         # A deterministic stand-in for a judge: prefers whichever conversation is shorter.
-        text = body["messages"][-1]["content"]
-        first, _, second = text.partition("Conversation 2")
+        # The two fenced conversations, wherever the template puts its labels.
+        first, second = re.findall(r"<<<CONVERSATION\n(.*?)CONVERSATION>>>", body["messages"][-1]["content"], re.S)[:2]
         pick = "1" if len(first) <= len(second) else "2"
         return json.dumps(
             {d: {"winner": pick, "reason": "steadier"} for d in ("empathy", "humanlikeness", "persona_adaptation", "coherence")}

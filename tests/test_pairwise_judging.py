@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -68,8 +69,7 @@ def _verdict(winners: dict[str, str]) -> str:
 
 
 def _conversations(body: dict[str, Any]) -> tuple[str, str]:
-    user = body["messages"][1]["content"]
-    first, second = user.split("Conversation 2")
+    first, second = re.findall(r"<<<CONVERSATION\n(.*?)CONVERSATION>>>", body["messages"][1]["content"], re.S)
     return first, second
 
 
@@ -102,7 +102,7 @@ def test_both_orders_are_asked_anonymised_and_winners_map_back(serve: Serve, reg
         assert STRONG not in text and WEAK not in text and "strong" not in text and "weak" not in text
         assert body["response_format"]["json_schema"]["name"] == "pairwise_verdict"
         assert case.hidden_need in body["messages"][0]["content"]  # the hidden card is shown to the judge
-        assert all(dim in body["messages"][0]["content"] for dim in DIMENSIONS)
+        assert all(dim in body["messages"][-1]["content"] for dim in DIMENSIONS)  # the task follows the conversations
     # subject_a is the lexically first label: "openai:weak..." < "vllm:strong...".
     shown_first = {("ab" if GOOD_MARK not in _conversations(b)[0] else "ba"): b for b in bodies}
     assert set(shown_first) == {"ab", "ba"}
@@ -122,8 +122,10 @@ def test_messages_hold_both_transcripts_in_the_order_given(registry: Registry) -
     a, b = _episode(case, WEAK), _episode(case, STRONG)
     system, user = pairwise_messages(TEMPLATE, case, a, b)
     assert system["role"] == "system" and user["role"] == "user"
-    assert user["content"].index("Conversation 1") < user["content"].index("Have you tried") < user["content"].index(
-        "Conversation 2") < user["content"].index(GOOD_MARK)
+    # Both fenced in the order given; the task after them names the first Conversation 1.
+    first, second = re.findall(r"<<<CONVERSATION\n(.*?)CONVERSATION>>>", user["content"], re.S)
+    assert "Have you tried" in first and GOOD_MARK in second and GOOD_MARK not in first
+    assert user["content"].index(GOOD_MARK) < user["content"].index("the first is Conversation 1")
     assert f"{case.persona.name}: user line 1" in user["content"] and "Assistant: Have you tried" in user["content"]
     # The system prompt depends on the case only, so it is the same for every pair of the case.
     assert pairwise_messages(TEMPLATE, case, b, a)[0] == system
@@ -250,3 +252,24 @@ def test_pairwise_table_keeps_invalid_rows_with_their_error() -> None:
     frame = verdicts_frame(verdicts)
     assert len(frame) == 1 and frame.attrs["n_invalid"] == 1
     pd.testing.assert_frame_equal(frame, table.to_pandas().dropna(subset=["winner"])[list(FLIP_COLUMNS)])
+
+
+@pytest.mark.parametrize("left", [False, True])
+def test_holistic_and_pairwise_prompts_begin_as_the_last_per_turn_prompt(registry: Registry, left: bool) -> None:
+    """All judge templates share the system block and render the conversation alike, so a provider's
+    prefix cache holds an episode's holistic and pairwise prompts up to its last reply (docs/cost.md)."""
+    from emobench.judging.holistic import holistic_messages
+    from emobench.judging.mdep import judge_messages
+
+    case = registry.cases("demo")[0]
+    episode, other = _episode(case, WEAK, left=left), _episode(case, STRONG)
+    transcript = [line for t in episode.turns[:-1] for line in
+                  ({"speaker": case.persona.name, "text": t.user.message}, {"speaker": "Assistant", "text": t.reply})]
+    transcript.append({"speaker": case.persona.name, "text": episode.turns[-1].user.message})
+    last = judge_messages(load_template(ROOT / "judges" / "mdep.j2"), case, transcript, episode.turns[-1].reply)
+    prefix = last[1]["content"].split("\nCONVERSATION>>>")[0]
+    assert prefix.endswith(episode.turns[-1].reply)
+    for messages in (holistic_messages(load_template(ROOT / "judges" / "holistic.j2"), case, episode),
+                     pairwise_messages(TEMPLATE, case, episode, other)):
+        assert messages[0] == last[0]
+        assert messages[1]["content"].startswith(prefix)
