@@ -159,6 +159,10 @@ def run(
         help="Play and score the episodes on Ray workers: --ray alone starts a local Ray, --ray auto or an "
         "address joins a cluster (needs the ray extra).",
     )] = None,
+    batch: Annotated[bool, typer.Option(help="Send the holistic and pairwise judging through the OpenAI Batch API "
+                                             "after each wave (half price; a batch may take up to 24 hours; the per-turn "
+                                             "judge stays direct; docs/cost.md).")] = False,
+    batch_poll: Annotated[float, typer.Option(min=0.01, help="With --batch: seconds between polls of a batch.")] = 30.0,
     cache: Annotated[bool, typer.Option(help="Answer repeated model calls from the on-disk response cache.")] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Response cache folder (default: the user cache dir).")] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
@@ -238,6 +242,7 @@ def run(
                         notes=notes,
                         ray=ray,
                         stop=stop,
+                        batch_poll_s=batch_poll if batch else None,
                     )
                 )
             rd = RunDir(result.run_dir)
@@ -262,6 +267,10 @@ def run(
         cfg, flags = load_config()
         with against_flags(flags):
             stop_plan(stop_when, wave, shard, cfg)  # checked as a real run would check it
+            if batch:
+                from emobench.run.batch_judging import check_batch
+
+                check_batch(cfg, RunDir(resume or out_dir), batch, ray)
             est = estimate(cfg, ROOT, shard=parse_shard(shard), resume=RunDir(resume) if resume else None, force=force,
                            out_dir=out_dir)
         for line in notes:
