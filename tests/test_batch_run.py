@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from emobench.records import Episode, EpisodeJudgement, ModelCall, PairwiseCall,
 from emobench.rundir import RunDir, read_records
 from tests.conftest import write_config
 from tests.fake_openai import FakeOpenAIServer, FakeState
+from tests.test_cli_dry_run import cache_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
@@ -174,3 +176,24 @@ def test_batch_needs_an_openai_judge(server: FakeOpenAIServer, plain: tuple[Path
         res = CliRunner().invoke(app, ["run", "--config", str(cfg), "--out", str(tmp_path), "--batch", *extra])
         assert res.exit_code == 2 and res.output.count("\n") == 1 and "--batch" in res.output, res.output
     assert not any(tmp_path.glob("*/manifest.json"))  # refused before anything was written
+
+
+def test_the_dry_run_counts_the_batched_calls_and_prices_them_at_half(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """No retries, so the dry run's most is what a run makes: its batched calls are the run's, and
+    with only output tokens priced, the batch figure is the cached one less half of theirs."""
+    binding = f"openai:fake-model@{server.base_url}"
+    judge = {"binding": binding, "label": "judge-0", "price": {"input_per_mtok": 0, "output_per_mtok": 8},
+             "sampling": {"max_tokens": 200, "temperature": 0.0}}
+    cfg = write_config(tmp_path / "c.yaml", server.base_url, max_turns=2, min_turns=1, seeds=[0], judge_retries=0,
+                       subjects=[{"binding": binding, "label": "model"}, {"binding": "scripted:platitude", "label": "platitude"}],
+                       judges=[judge])
+    dry = CliRunner().invoke(app, ["run", "--config", str(cfg), "--limit", "2", "--dry-run"], env={"COLUMNS": "200"})
+    assert dry.exit_code == 0, dry.output
+    text = " ".join(dry.output.split())
+    found = re.search(r"With --batch: ([\d,]+) of the calls .*?, \$([\d.]+) with the prompt cache;", text)
+    assert found, text
+    batched, dollars = int(found[1].replace(",", "")), float(found[2])
+    assert dollars == pytest.approx(float(cache_rows(dry.output)["total"][2]) - batched * 200 * 8e-6 / 2, abs=1e-4)
+    assert f"${dollars / 2:.4f} with the prompt cache and --batch" in text  # the adaptive figure: half the cases
+    _run("--config", str(cfg), "--out", str(tmp_path), "--run-id", "r", "--batch", "--batch-poll", "0.05")
+    assert batched == sum(c.batched for c in _calls(tmp_path / "r")) > 0
