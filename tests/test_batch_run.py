@@ -152,6 +152,8 @@ def test_a_killed_batch_run_resumes_its_batch(server: FakeOpenAIServer, plain: t
     resumed = [json.loads(line)["batch"] for line in ledger.read_text().splitlines()]
     # Every episode had ended before the kill, and the killed run's batch was polled, not sent again.
     assert resumed == sent and len(server.state.batches) == made and len(server.state.requests) == requests
+    _run("--resume", str(out))  # every episode judged: nothing left to pay twice, so --batch is not needed
+    assert len(server.state.requests) == requests and _records(out) == _records(direct)
 
 
 def test_an_expired_batch_sends_what_it_did_not_reach_again(

@@ -42,11 +42,12 @@ def can_batch(binding: str) -> bool:
     return parsed.kind == "openai" and len(parsed.base_urls) == 1
 
 
-def check_batch(config: RunConfig, rd: RunDir, batch: bool, ray: str | None) -> None:
+def check_batch(config: RunConfig, rd: RunDir, batch: bool, ray: str | None, unjudged: bool = False) -> None:
     """Refuse, before anything is written, a --batch run that cannot batch its judging, and a
-    resume without --batch of a run that has batches in flight (they would be paid twice)."""
+    resume without --batch of a run whose episodes wait for their judging in batches (``unjudged``:
+    a finished episode has no judgement yet), which would be paid for twice."""
     if not batch:
-        if (rd.path / LEDGER).exists():
+        if unjudged and (rd.path / LEDGER).exists():
             raise InputError(rd.path / LEDGER, "", "this run judges through the Batch API; resume it with --batch, "
                              "or its submitted batches are paid for again")
         return

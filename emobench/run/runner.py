@@ -232,7 +232,6 @@ async def run_benchmark(
     registry_version = registry.version(config.split)
     rd = RunDir(run_dir)
     _check_resume(rd, config, registry_version, resume, force)
-    check_batch(config, rd, batch_poll_s is not None, ray)
     preflight(
         roles=config.bindings(), panel=config.panel, scoring_profile=config.scoring_profile,
         out_dir=rd.path, root=root, source="config",
@@ -252,6 +251,7 @@ async def run_benchmark(
                              f"{prompt_versions(prompts)}; pass --force to resume anyway")
     done, judged = _finished(rd, registry.cases(config.split))
     unjudged = done - judged
+    check_batch(config, rd, batch_poll_s is not None, ray, bool(unjudged))
     console.print(
         f"emobench run → {rd.path}  (config {config.config_hash()}, split {config.split}, "
         f"{len(config.subjects)} subject(s), seeds {config.seeds})",
