@@ -217,6 +217,10 @@ def run(
         cfg, flags = load_config()
         with against_flags(flags):  # an unknown --split is found when the registry is read
             stop = stop_plan(stop_when, wave, shard, cfg)
+        if batch:  # before Ray or a server starts
+            from emobench.run.batch_judging import refuse_unbatchable
+
+            refuse_unbatchable(cfg, ray)
         run_dir = resume or out_dir / (run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
         interruption.run_dir = run_dir
         log = err()
@@ -268,9 +272,9 @@ def run(
         with against_flags(flags):
             stop_plan(stop_when, wave, shard, cfg)  # checked as a real run would check it
             if batch:
-                from emobench.run.batch_judging import check_batch
+                from emobench.run.batch_judging import refuse_unbatchable
 
-                check_batch(cfg, RunDir(resume or out_dir), batch, ray)
+                refuse_unbatchable(cfg, ray)
             est = estimate(cfg, ROOT, shard=parse_shard(shard), resume=RunDir(resume) if resume else None, force=force,
                            out_dir=out_dir)
         for line in notes:

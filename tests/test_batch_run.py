@@ -177,6 +177,8 @@ def test_batch_needs_an_openai_judge(server: FakeOpenAIServer, plain: tuple[Path
     for extra in ([], ["--dry-run"]):
         res = CliRunner().invoke(app, ["run", "--config", str(cfg), "--out", str(tmp_path), "--batch", *extra])
         assert res.exit_code == 2 and res.output.count("\n") == 1 and "--batch" in res.output, res.output
+    res = CliRunner().invoke(app, ["run", "--config", str(plain[0]), "--out", str(tmp_path), "--batch", "--ray", "local"])
+    assert res.exit_code == 2 and res.output.startswith("error: --batch: not with --ray"), res.output
     assert not any(tmp_path.glob("*/manifest.json"))  # refused before anything was written
 
 

@@ -42,21 +42,25 @@ def can_batch(binding: str) -> bool:
     return parsed.kind == "openai" and len(parsed.base_urls) == 1
 
 
-def check_batch(config: RunConfig, rd: RunDir, batch: bool, ray: str | None, unjudged: bool = False) -> None:
-    """Refuse, before anything is written, a --batch run that cannot batch its judging, and a
-    resume without --batch of a run whose episodes wait for their judging in batches (``unjudged``:
-    a finished episode has no judgement yet), which would be paid for twice."""
-    if not batch:
-        if unjudged and (rd.path / LEDGER).exists():
-            raise InputError(rd.path / LEDGER, "", "this run judges through the Batch API; resume it with --batch, "
-                             "or its submitted batches are paid for again")
-        return
+def refuse_unbatchable(config: RunConfig, ray: str | None) -> None:
+    """A --batch run whose judging cannot go in batches, refused before anything starts."""
     if ray is not None:
         raise InputError(FLAG, "", "not with --ray: Ray workers judge each episode as it ends")
     for i, judge in enumerate(config.judges):
         if not can_batch(judge.binding):
             raise InputError(FLAG, "", f"panel.judges[{i}] {judge.binding}: batches need an openai:MODEL@URL binding "
                              "(one base URL, a Batch API)")
+
+
+def check_batch(config: RunConfig, rd: RunDir, batch: bool, ray: str | None, unjudged: bool = False) -> None:
+    """Refuse, before anything is written, a --batch run that cannot batch its judging, and a
+    resume without --batch of a run whose episodes wait for their judging in batches (``unjudged``:
+    a finished episode has no judgement yet), which would be paid for twice."""
+    if batch:
+        refuse_unbatchable(config, ray)
+    elif unjudged and (rd.path / LEDGER).exists():
+        raise InputError(rd.path / LEDGER, "", "this run judges through the Batch API; resume it with --batch, "
+                         "or its submitted batches are paid for again")
 
 
 async def batched_panel(
