@@ -391,5 +391,6 @@ async def run_benchmark(
             kept = len(rd.done_keys())
             are = "s are" if kept > 1 else " is"
             where = f"{kept} finished episode{are} kept in {rd.episodes}" if kept else "no episode finished"
-            raise EndpointError(exc.endpoint, f"{exc.problem}; {where}; rerun with --resume {rd.path}") from None
+            again = " --batch" if deferred is not None else ""
+            raise EndpointError(exc.endpoint, f"{exc.problem}; {where}; rerun with --resume {rd.path}{again}") from None
     return RunResult(run_dir=rd.path, new_episodes=new, total_episodes=len(done) + new)
