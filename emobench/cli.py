@@ -159,6 +159,10 @@ def run(
         help="Play and score the episodes on Ray workers: --ray alone starts a local Ray, --ray auto or an "
         "address joins a cluster (needs the ray extra).",
     )] = None,
+    batch: Annotated[bool, typer.Option(help="Send the holistic and pairwise judging through the OpenAI Batch API "
+                                             "after each wave (half price; a batch may take up to 24 hours; the per-turn "
+                                             "judge stays direct; docs/cost.md).")] = False,
+    batch_poll: Annotated[float, typer.Option(min=0.01, help="With --batch: seconds between polls of a batch.")] = 30.0,
     cache: Annotated[bool, typer.Option(help="Answer repeated model calls from the on-disk response cache.")] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Response cache folder (default: the user cache dir).")] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
@@ -213,6 +217,10 @@ def run(
         cfg, flags = load_config()
         with against_flags(flags):  # an unknown --split is found when the registry is read
             stop = stop_plan(stop_when, wave, shard, cfg)
+        if batch:  # before Ray or a server starts
+            from emobench.run.batch_judging import refuse_unbatchable
+
+            refuse_unbatchable(cfg, ray)
         run_dir = resume or out_dir / (run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
         interruption.run_dir = run_dir
         log = err()
@@ -238,6 +246,7 @@ def run(
                         notes=notes,
                         ray=ray,
                         stop=stop,
+                        batch_poll_s=batch_poll if batch else None,
                     )
                 )
             rd = RunDir(result.run_dir)
@@ -262,6 +271,10 @@ def run(
         cfg, flags = load_config()
         with against_flags(flags):
             stop_plan(stop_when, wave, shard, cfg)  # checked as a real run would check it
+            if batch:
+                from emobench.run.batch_judging import refuse_unbatchable
+
+                refuse_unbatchable(cfg, ray)
             est = estimate(cfg, ROOT, shard=parse_shard(shard), resume=RunDir(resume) if resume else None, force=force,
                            out_dir=out_dir)
         for line in notes:

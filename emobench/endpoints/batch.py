@@ -1,7 +1,8 @@
 """Chat completions through OpenAI's Batch API, at its batch price (half the price of a call).
 
 Judging that waits on nothing (`emobench judge --batch`: the rescore of a finished run, its
-per-turn replay, holistic rubric and pairwise comparisons) asks through this endpoint as it asks
+per-turn replay, holistic rubric and pairwise comparisons; `emobench run --batch`: each wave's
+holistic rubric and pairwise comparisons, run/batch_judging.py) asks through this endpoint as it asks
 any other: each request waits while the judging stage queues the rest, and once no new one has
 come for a moment, all of them go as one batch (a JSONL file uploaded to ``/files``, then
 ``/batches``). The batch is polled until it ends, and each request gets its answer from the

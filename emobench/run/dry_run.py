@@ -13,7 +13,9 @@ Tokens: completion tokens at most each role's max_tokens per call; prompt tokens
 templates rendered for each case (about 4 characters a token) plus the transcript so far, each
 user message at the simulator's max_tokens and each reply at the subject's. The share of each
 role's prompt tokens a provider's prompt cache would hold comes from run/cache_estimate.py; the
-cost with the cache prices that share at the role's cached rate.
+cost with the cache prices that share at the role's cached rate. With `run --batch` the judges'
+holistic and pairwise calls (not the per-turn ones) cost the batch share of that, as the run's
+accounting prices a batched call (config.Price.cost_usd).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from emobench.config import RoleConfig, RunConfig
+from emobench.config import BATCH_PRICE_SHARE, RoleConfig, RunConfig
 from emobench.endpoints.binding import parse_binding
 from emobench.episode.director import DirectorState, director_messages
 from emobench.episode.roles import EpisodePrompts
@@ -37,6 +39,7 @@ from emobench.judging.mdep import judge_messages
 from emobench.prompts import PromptTemplate, cases_language, load_language_template
 from emobench.registry import Case
 from emobench.run.adaptive import MEDIAN_CASE_SHARE
+from emobench.run.batch_judging import can_batch
 from emobench.run.cache_estimate import cacheable_shares
 from emobench.run.preflight import preflight
 from emobench.run.runner import _check_resume, in_shard, load_prompts, run_registry, select_cases
@@ -54,12 +57,17 @@ class RoleLoad:
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    deferred: tuple[int, int, int] = (0, 0, 0)  # the calls, input and output tokens `run --batch` sends in batches
 
-    def add(self, calls: int, prompt_tokens: int) -> None:
-        """``calls`` requests carrying ``prompt_tokens`` between them, each up to max_tokens long."""
+    def add(self, calls: int, prompt_tokens: int, deferred: bool = False) -> None:
+        """``calls`` requests carrying ``prompt_tokens`` between them, each up to max_tokens long;
+        ``deferred``: judging off the episode's critical path (holistic, pairwise)."""
         self.calls += calls
         self.input_tokens += prompt_tokens
         self.output_tokens += calls * self.config.sampling.max_tokens
+        if deferred:
+            c, i, o = self.deferred
+            self.deferred = (c + calls, i + prompt_tokens, o + calls * self.config.sampling.max_tokens)
 
 
 @dataclass
@@ -114,7 +122,7 @@ def _episode(est: Estimate, loads: dict[str, RoleLoad], t: _Templates, case: Cas
     for judge in judges:
         judge.add(jud * turns, jud * _ramp(turns, mdep_fixed, per_turn))
         if cfg.panel.holistic:
-            judge.add(jud, jud * (holistic_fixed + turns * per_turn))
+            judge.add(jud, jud * (holistic_fixed + turns * per_turn), deferred=True)
     if cfg.director is not None and prompts.director is not None:
         state = DirectorState(turn=0, max_turns=turns, meter=meter)
         fixed = _tokens(director_messages(prompts.director, case, state, []))
@@ -139,7 +147,7 @@ def _pairwise(est: Estimate, loads: dict[str, RoleLoad], t: _Templates, case: Ca
     transcripts = sum(turns * (user_budget + s.config.sampling.max_tokens) for s in pair)
     attempts = 2 * (cfg.judge_retries + 1)  # both orders
     for i in range(len(cfg.judges)):
-        loads[f"judge:{i}"].add(attempts, attempts * (fixed + transcripts))
+        loads[f"judge:{i}"].add(attempts, attempts * (fixed + transcripts), deferred=True)
 
 
 def estimate(
@@ -215,6 +223,31 @@ def price_per_token(role: RoleConfig) -> tuple[tuple[float, float, float] | None
     return None, "none"
 
 
+def cached_cost(load: RoleLoad, calls: int, input_tokens: int, output_tokens: int, share: float) -> float | None:
+    """US dollars of these calls of a role with ``share`` of their prompt tokens read from the
+    prompt cache at its cached rate; None for a role with no price."""
+    price, _ = price_per_token(load.config)
+    if price is None or not calls:
+        return None if price is None else 0.0
+    return input_tokens * (price[0] - share * (price[0] - price[2])) + output_tokens * price[1]
+
+
+def batch_judging(est: Estimate) -> tuple[int, float] | None:
+    """With the prompt cache and `run --batch`: the calls sent in batches, and the priced roles'
+    cost, their batched calls at the batch share; None when a judge has no Batch API (--batch is
+    refused) or no calls go in batches."""
+    if not all(can_batch(j.binding) for j in est.config.judges) or not any(r.deferred[0] for r in est.roles):
+        return None
+    total = 0.0
+    for load in est.roles:
+        share = est.cacheable.get(load.role, 0.0)
+        whole = cached_cost(load, load.calls, load.input_tokens, load.output_tokens, share)
+        deferred = cached_cost(load, *load.deferred, share)
+        if whole is not None and deferred is not None:
+            total += whole - (1 - BATCH_PRICE_SHARE) * deferred
+    return sum(r.deferred[0] for r in est.roles), total
+
+
 def _usd(amount: float) -> str:
     return f"{amount:,.2f}" if amount >= 10 else f"{amount:.4f}"  # cents hide a small run's cost
 
@@ -273,9 +306,17 @@ def print_estimate(est: Estimate, console: Console) -> None:
                    ("total", "", f"{held_all / prompt:.0%}" if prompt else "–", f"{held_all:,}",
                     _usd(cache_total) if priced else "–"))
     console.print(table)
+    batch = batch_judging(est)
+    if batch is not None:
+        dollars = f", ${_usd(batch[1])} with the prompt cache" if priced else ""
+        console.print(f"With --batch: {batch[0]:,} of the calls (the holistic and pairwise judging) go through the "
+                      f"Batch API at {BATCH_PRICE_SHARE:.0%} of their price{dollars}; the per-turn judge stays direct "
+                      "(docs/cost.md).", highlight=False, soft_wrap=True)
     if len(cfg.subjects) > 1:  # a comparison: what an adaptive run would ask
         share = MEDIAN_CASE_SHARE
         dollars = f", ${_usd(total * share)}, ${_usd(cache_total * share)} with the prompt cache" if priced else ""
+        if priced and batch is not None:
+            dollars += f", ${_usd(batch[1] * share)} with the prompt cache and --batch"
         console.print(f"Adaptive (--stop-when pairs-resolved): the median pair of EMPA's models was resolved after "
                       f"{share:.0%} of the cases (docs/adaptive.md), so about {round(calls * share):,} calls, "
                       f"{round(prompt * share):,} input and {round(sum(r.output_tokens for r in est.roles) * share):,} "

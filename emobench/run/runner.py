@@ -35,6 +35,7 @@ from emobench.records import EpisodeJudgement, Limits, PairwiseCall, PairwiseVer
 from emobench.registry import Case, Registry
 from emobench.registry.local import CASES_FILE, read_split_info
 from emobench.run.adaptive import Stopper
+from emobench.run.batch_judging import batched_panel, check_batch, judge_deferred
 from emobench.run.binding import PLAYING_GC_THRESHOLD, bind_roles, load_prompts, run_registry
 from emobench.run.preflight import preflight
 from emobench.rundir import RunDir, atomic_write_bytes, iter_records
@@ -181,6 +182,7 @@ async def _judge_leftovers(
     console: Console,
     unjudged: set[str],
     subjects: set[str],
+    batch: bool = False,
 ) -> None:
     """Episodes an earlier, interrupted run finished but did not judge still need their
     judgement; pairwise comparisons need every subject's episode. Only then is episodes.jsonl
@@ -191,10 +193,14 @@ async def _judge_leftovers(
         return
     # Without pairwise comparisons, only the unjudged episodes are read into memory, not the run's.
     episodes = [e for e in rd.iter_episodes() if in_shard(e.case_id, e.seed, shard) and (pairwise or e.key in unjudged)]
-    judged = await judge_episodes(rd, episodes, registry, panel, limits, concurrency)
+    if batch:  # the holistic and pairwise judging together, in one batch
+        judged = await judge_deferred(rd, episodes, registry, panel, limits)
+    else:
+        judged = await judge_episodes(rd, episodes, registry, panel, limits, concurrency)
     if judged:
         console.print(f"judged {judged} episode(s) left unjudged by an earlier run, panel {panel.config.name!r}")
-    await judge_pairwise(rd, episodes, registry, panel, limits, concurrency)
+    if not batch:
+        await judge_pairwise(rd, episodes, registry, panel, limits, concurrency)
 
 
 async def run_benchmark(
@@ -211,12 +217,15 @@ async def run_benchmark(
     notes: Sequence[str] = (),
     ray: str | None = None,
     stop: Stopper | None = None,
+    batch_poll_s: float | None = None,
 ) -> RunResult:
     """Run (or resume) every episode, judging each as it finishes. ``notes`` (what the command
     line changed) are printed under the run's first line, once preflight passed.
     ``ray`` ("local", "auto" or an address) plays the episodes on a Ray cluster's workers.
     ``stop`` (an adaptive run, run/adaptive.py) plays the cases in its waves and may end early;
-    what it decided goes to the manifest's ``adaptive``."""
+    what it decided goes to the manifest's ``adaptive``. ``batch_poll_s``, when given, sends the
+    holistic and pairwise judging through the Batch API after each wave (run/batch_judging.py),
+    polling each batch this often."""
     console = console or Console(stderr=True)
     registry = run_registry(config, root)
     cases = select_cases(registry, config)
@@ -242,6 +251,7 @@ async def run_benchmark(
                              f"{prompt_versions(prompts)}; pass --force to resume anyway")
     done, judged = _finished(rd, registry.cases(config.split))
     unjudged = done - judged
+    check_batch(config, rd, batch_poll_s is not None, ray, bool(unjudged))
     console.print(
         f"emobench run → {rd.path}  (config {config.config_hash()}, split {config.split}, "
         f"{len(config.subjects)} subject(s), seeds {config.seeds})",
@@ -284,6 +294,9 @@ async def run_benchmark(
         gate = asyncio.Semaphore(config.concurrency)
         window = 2 * config.concurrency  # episodes started at once: the gate's, and as many waiting to follow
         panel = bind_panel(config.panel, judges, root, config.judges_language(language))
+        deferred = None  # with --batch: the panel whose holistic and pairwise judging waits for each wave's end
+        if batch_poll_s is not None:
+            deferred = await batched_panel(stack, rd, cache, config, root, language, batch_poll_s)
 
         marked = False  # the run was made runs/latest by its first episode written here
 
@@ -308,7 +321,8 @@ async def run_benchmark(
             async with gate:
                 episode = await run_episode(case, bound.episode_roles(subject), prompts, seed, limits, provenance)
             await keep(partial(rd.append_episode, episode))
-            await judge_finished(rd, episode, case, panel, limits)
+            if deferred is None:
+                await judge_finished(rd, episode, case, panel, limits)
             return len(episode.turns)
 
         writes: set[asyncio.Future[None]] = set()
@@ -356,7 +370,12 @@ async def run_benchmark(
                         await asyncio.gather(*writes)  # every finished episode is on disk before we report
                     ran += batch
                     played += wave
-                    if stop is not None and len(subjects) > 1:
+                    if deferred is not None:  # before the stop: it weighs the wave's judging and its cost
+                        waved = [e for e in rd.iter_episodes()
+                                 if (e.case_id, e.seed) in cells and in_shard(e.case_id, e.seed, shard)]
+                        console.print(f"judging {len(waved)} episode(s) in batches (each may take up to 24 hours)")
+                        await judge_deferred(rd, waved, registry, deferred, limits)
+                    elif stop is not None and len(subjects) > 1:
                         # Compared now, not after the last wave, so the stop counts the pairwise judge's calls too.
                         compared = [e for e in rd.iter_episodes() if (e.case_id, e.seed) in cells]
                         await judge_pairwise(rd, compared, registry, panel, limits, config.concurrency)
@@ -366,10 +385,12 @@ async def run_benchmark(
                 rd.write_json(rd.manifest, {**rd.read_manifest(), "adaptive": stop.record()})
             # Subjects on disk: those of earlier runs' episodes and of every job played, all now finished.
             on_disk = {key.rsplit("|", 2)[0] for key in done} | {subject.info.label for subject, _, _ in ran}
-            await _judge_leftovers(rd, registry, panel, limits, config.concurrency, shard, console, unjudged, on_disk)
+            await _judge_leftovers(rd, registry, deferred or panel, limits, config.concurrency, shard, console, unjudged,
+                                   on_disk, batch=deferred is not None)
         except EndpointError as exc:
             kept = len(rd.done_keys())
             are = "s are" if kept > 1 else " is"
             where = f"{kept} finished episode{are} kept in {rd.episodes}" if kept else "no episode finished"
-            raise EndpointError(exc.endpoint, f"{exc.problem}; {where}; rerun with --resume {rd.path}") from None
+            again = " --batch" if deferred is not None else ""
+            raise EndpointError(exc.endpoint, f"{exc.problem}; {where}; rerun with --resume {rd.path}{again}") from None
     return RunResult(run_dir=rd.path, new_episodes=new, total_episodes=len(done) + new)
