@@ -28,8 +28,19 @@ def _metadata(path: Path) -> dict[str, Any]:
     return read_metadata(pq.read_schema(path))
 
 
-def dataset_card(board: Path) -> Any:
-    """The card: one config per table (the leaderboard the default), and what the tables rest on."""
+def _card_environment() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("emobench.board", "templates"), autoescape=False,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    # A label is data: in a markdown table cell a pipe or a line break would end the cell.
+    env.filters["cell"] = lambda text: str(text).replace("|", "\\|").replace("\n", " ")
+    return env
+
+
+def dataset_card(board: Path, *, staged: bool = False) -> Any:
+    """The card: one config per table (the leaderboard the default), what the tables hold and what
+    they rest on. A staged card names no external bundle: those are not uploaded."""
     from huggingface_hub import DatasetCard, DatasetCardData
 
     meta = _metadata(board / TABLES["leaderboard"])
@@ -47,36 +58,16 @@ def dataset_card(board: Path) -> Any:
         configs=[{"config_name": name, "data_files": file, **({"default": True} if name == "leaderboard" else {})}
                  for name, file in configs.items()],
     )
-    rows = "\n".join(f"| {r.subject} | {r.epmq:.1f} |" for r in overall.itertuples())
-    verified = "\n".join(f"- `{run}`: root `{v['root']}`, protocol v{v['protocol_version']}, verified by emobench "
-                         f"{v['verifier_version']} on {v['verified_at']}"
-                         for run, v in sorted(meta.get("verifications", {}).items()))
-    body = f"""
-# emobench leaderboard
-
-Scores of chat models on emobench, a dynamic emotional-intelligence benchmark: a simulated user
-with a hidden need talks with the model under test over many turns, a judge panel rates every
-reply, and EPM-Q (0 to 100) scores how far and how directly the user's needs moved.
-
-- `leaderboard` (default): one row per subject per slice, every score with its 95% interval.
-- `cases`: one row per subject per case, the mean over seeds.
-- `pairs`: one row per pair of subjects per pairwise dimension (and `all` pooled): the judges'
-  verdicts for each side, subject_a's win rate with its 95% interval, the position-flip rate, the
-  invalid verdicts, and the Bradley-Terry probability of subject_a winning.{"" if compared else '''
-  This board's runs compared no two subjects: pairs.parquet has no rows, and no config names it.'''}
-
-The provenance (registry {str(meta.get('registry_version', ''))[:12]}, prompt versions, every role's model
-and sampling) is in each parquet file's schema metadata under `emobench.*` keys.
-
-| subject | EPM-Q (overall) |
-|---|---|
-{rows}
-
-{f"It rests on {len(kept)} submission(s), each verified by `emobench verify` before it was added "
- f"(`emobench leaderboard add`), kept under `{SUBMISSIONS}/`." if kept else
- "Built with `emobench leaderboard build` from the runs its metadata names."}
-{verified}
-"""
+    sources = list(meta.get("source_runs", []))
+    external = board / "external"
+    body = _card_environment().get_template("card.md.j2").render(
+        overall=list(overall.itertuples()), compared=compared, page=(board / PAGE).is_file(),
+        registry=str(meta.get("registry_version", ""))[:12], kept=kept, submissions=SUBMISSIONS,
+        verified=sorted(meta.get("verifications", {}).items()), source_runs=sources,
+        demo_only=bool(sources) and all(run.get("split") == "demo" for run in sources),
+        external=[] if staged or not external.is_dir() else sorted(
+            p.name for p in external.iterdir() if p.is_dir() and not p.name.startswith(".")),
+    )
     return DatasetCard(f"---\n{data.to_yaml()}\n---\n{body}")
 
 
@@ -107,7 +98,7 @@ def stage(board: Path, out: Path) -> list[str]:
                 if leak is not None:
                     raise InputError(path, leak[0], f"holds {leak[1]}; not published")
             shutil.copytree(sub, out / SUBMISSIONS / sub.name)
-    dataset_card(board).save(out / "README.md")
+    dataset_card(board, staged=True).save(out / "README.md")
     return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
 
 
