@@ -120,13 +120,17 @@ def publish(
     repo: Annotated[str, typer.Option("--repo", help="The Hugging Face dataset repository, OWNER/NAME.")],
     stage_dir: Annotated[Path | None, typer.Option(
         "--stage", help="Where to stage the files and the dataset card (default: a temporary folder).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Stage and list what would be uploaded; upload nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Stage and list what would be uploaded; upload nothing (the default without HF_TOKEN).")] = False,
 ) -> None:
     """Stage the leaderboard's tables, page and verified submissions with a dataset card (README.md), then
     upload them to a Hugging Face dataset; the token comes from HF_TOKEN, never from a file or a flag."""
+    import os
     import tempfile
 
-    from emobench.board.hub import stage, upload
+    from emobench.board.hub import TOKEN_ENV, stage, upload
+
+    why = "" if dry_run or os.environ.get(TOKEN_ENV) else f" ({TOKEN_ENV} is not set)"
 
     with one_line_errors(), tempfile.TemporaryDirectory() as tmp:
         staged = stage_dir or Path(tmp) / "stage"
@@ -134,8 +138,8 @@ def publish(
         console = Console()
         for name in files:
             console.print(f"  {name}", soft_wrap=True, markup=False)
-        if dry_run:
-            console.print(f"dry run: {len(files)} file(s) staged in {staged} for {repo}; nothing uploaded",
+        if dry_run or why:
+            console.print(f"dry run{why}: {len(files)} file(s) staged in {staged} for {repo}; nothing uploaded",
                           soft_wrap=True, markup=False)
             return
         console.print(f"uploaded to {repo}: {upload(staged, repo)}", soft_wrap=True, markup=False)
