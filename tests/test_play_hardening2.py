@@ -359,12 +359,13 @@ def test_a_kill_during_rescoring_and_a_reused_pid_are_repaired_at_start_up(confi
 # --- 9. the judges' response cache --------------------------------------------------------------
 
 def quoting(body: dict[str, Any]) -> str:
-    """Judges that quote the conversation in their evidence, as real ones do."""
+    """Judges that quote the conversation in their evidence, as real ones do: the end of
+    the (last) conversation, which the task follows."""
     answer = default_responder(body)
     if "holistic_verdict" in json.dumps(body.get("response_format") or {}):
         data = json.loads(answer)
         for dim in data.values():
-            dim["evidence"] = body["messages"][-1]["content"][-300:]
+            dim["evidence"] = body["messages"][-1]["content"].rsplit("CONVERSATION>>>", 1)[0][-300:]
         answer = json.dumps(data)
     return answer
 

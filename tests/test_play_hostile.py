@@ -43,12 +43,14 @@ def slow(kind: str, seconds: float) -> Callable[[dict[str, Any]], str]:
 
 
 def quoting(body: dict[str, Any]) -> str:
-    """Judges that quote the conversation in their evidence and reasons, as real ones do."""
+    """Judges that quote the conversation in their evidence and reasons, as real ones do: the end of
+    the (last) conversation, which the task follows."""
     answer = default_responder(body)
     if _kind(body) in ("holistic_verdict", "pairwise_verdict"):
         data = json.loads(answer)
+        quote = body["messages"][-1]["content"].rsplit("CONVERSATION>>>", 1)[0][-600:]
         for dim in data.values():
-            dim["evidence" if "evidence" in dim else "reason"] = body["messages"][-1]["content"][-600:]
+            dim["evidence" if "evidence" in dim else "reason"] = quote
         answer = json.dumps(data)
     return answer
 
