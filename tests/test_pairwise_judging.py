@@ -122,10 +122,12 @@ def test_messages_hold_both_transcripts_in_the_order_given(registry: Registry) -
     a, b = _episode(case, WEAK), _episode(case, STRONG)
     system, user = pairwise_messages(TEMPLATE, case, a, b)
     assert system["role"] == "system" and user["role"] == "user"
-    # Both fenced in the order given; the task after them names the first Conversation 1.
+    # Both fenced in the order given, the dimensions between them; the task after them names the first Conversation 1.
     first, second = re.findall(r"<<<CONVERSATION\n(.*?)CONVERSATION>>>", user["content"], re.S)
     assert "Have you tried" in first and GOOD_MARK in second and GOOD_MARK not in first
-    assert user["content"].index(GOOD_MARK) < user["content"].index("the first is Conversation 1")
+    content = user["content"]
+    assert content.index("Have you tried") < content.index("WHOLE-CONVERSATION DIMENSIONS") < content.index(GOOD_MARK)
+    assert content.index(GOOD_MARK) < content.index("the one before the dimensions is Conversation 1")
     assert f"{case.persona.name}: user line 1" in user["content"] and "Assistant: Have you tried" in user["content"]
     # The system prompt depends on the case only, so it is the same for every pair of the case.
     assert pairwise_messages(TEMPLATE, case, b, a)[0] == system
@@ -254,8 +256,12 @@ def test_pairwise_table_keeps_invalid_rows_with_their_error() -> None:
     pd.testing.assert_frame_equal(frame, table.to_pandas().dropna(subset=["winner"])[list(FLIP_COLUMNS)])
 
 
+@pytest.mark.parametrize(("language", "dimensions", "task"), [("", "WHOLE-CONVERSATION DIMENSIONS", "TASK:"),
+                                                        ("zh", "整场对话的四个维度", "任务：")])
 @pytest.mark.parametrize("left", [False, True])
-def test_holistic_and_pairwise_prompts_begin_as_the_last_per_turn_prompt(registry: Registry, left: bool) -> None:
+def test_holistic_and_pairwise_prompts_begin_as_the_last_per_turn_prompt(
+    registry: Registry, left: bool, language: str, dimensions: str, task: str
+) -> None:
     """All judge templates share the system block and render the conversation alike, so a provider's
     prefix cache holds an episode's holistic and pairwise prompts up to its last reply (docs/cost.md)."""
     from emobench.judging.holistic import holistic_messages
@@ -266,10 +272,15 @@ def test_holistic_and_pairwise_prompts_begin_as_the_last_per_turn_prompt(registr
     transcript = [line for t in episode.turns[:-1] for line in
                   ({"speaker": case.persona.name, "text": t.user.message}, {"speaker": "Assistant", "text": t.reply})]
     transcript.append({"speaker": case.persona.name, "text": episode.turns[-1].user.message})
-    last = judge_messages(load_template(ROOT / "judges" / "mdep.j2"), case, transcript, episode.turns[-1].reply)
+    judges = ROOT / "judges" / language
+    last = judge_messages(load_template(judges / "mdep.j2"), case, transcript, episode.turns[-1].reply)
     prefix = last[1]["content"].split("\nCONVERSATION>>>")[0]
     assert prefix.endswith(episode.turns[-1].reply)
-    for messages in (holistic_messages(load_template(ROOT / "judges" / "holistic.j2"), case, episode),
-                     pairwise_messages(TEMPLATE, case, episode, other)):
+    holistic = holistic_messages(load_template(judges / "holistic.j2"), case, episode)
+    pairwise = pairwise_messages(load_template(judges / "pairwise.j2"), case, episode, other)
+    for messages in (holistic, pairwise):
         assert messages[0] == last[0]
         assert messages[1]["content"].startswith(prefix)
+    if not left:  # rated on the same dimensions, word for word: a comparison begins as its first one's holistic prompt
+        through = holistic[1]["content"].split(task)[0]
+        assert dimensions in through and pairwise[1]["content"].startswith(through)
