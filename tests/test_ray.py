@@ -188,11 +188,16 @@ def test_a_killed_worker_loses_nothing_and_doubles_nothing_not_even_its_faults(
     assert killed and written == 2 * len(SEEDS)
     _assert_same_records(run_dir, local_run, TIMINGS | {"attempts"})  # retries aside
     # The killed worker's faults too: those of the episodes it finished, of those it was playing
-    # (their attempts died with it) and any it met between. A 429 the server had sent but the
-    # worker had not yet read when killed is the one fault that can be missed.
+    # (their attempts died with it) and any it met between. A fault reaches the ledger before its
+    # call goes on, so what can be missed is one fault per call in flight when the kill came: a
+    # 429 the server had sent but the worker had not read, or one read but not yet with the
+    # ledger. The killed worker had at most 4 calls in flight: the driver hands an episode to the
+    # less busy worker, so each of the 2 plays at most 2 of the 4 concurrent episodes, and an
+    # episode with one judge makes at most 2 calls at a time (before min_turns its next simulator
+    # call overlaps the judge's).
     logged = [json.loads(line) for line in (run_dir / "faults.jsonl").read_bytes().splitlines()]
     assert {(f["kind"], f["endpoint"]) for f in logged} == {("http_429", server.base_url.rstrip("/"))}, logged[:3]
-    assert 0 <= server.state.injected["429"] - len(logged) <= 1, (server.state.injected, len(logged))
+    assert 0 <= server.state.injected["429"] - len(logged) <= 4, (server.state.injected, len(logged))
 
 
 @pytest.mark.timeout(300)

@@ -7,6 +7,7 @@ import contextvars
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -155,24 +156,40 @@ def test_without_ray_installed_emobench_runs_and_ray_is_refused_in_one_line(tmp_
     assert "Traceback" not in done.stderr and not (tmp_path / "r").exists()
 
 
-_KINDS = ["start", "fault", "loose", "finish", "restart", "lose"]
+def _in(call: Coroutine[Any, Any, None], context: contextvars.Context) -> asyncio.Task[None]:
+    """Run a call in an episode's context, as Ray runs an actor call in a task of its own."""
+    return asyncio.get_running_loop().create_task(call, context=context)
+
+
+_KINDS = ["start", "fault", "loose", "finish", "arrive", "restart", "lose"]
 _EVENT = st.tuples(st.sampled_from(_KINDS), st.integers(0, 1), st.integers(0, 7))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(events=st.lists(_EVENT, max_size=60))
-def test_each_fault_reaches_the_run_once_with_its_episode_though_workers_are_lost(events: list[tuple[str, int, int]]) -> None:
-    """Two worker slots play episodes, meet faults in them and outside them, finish them, and are
-    killed (Ray restarts the worker) or lost for good (the driver takes over). Whatever happens,
-    every fault is written exactly once, and a record carries every fault its own attempt met."""
+def test_each_fault_reaches_the_run_once_though_workers_die_at_any_moment(events: list[tuple[str, int, int]]) -> None:
+    """Two worker slots play episodes, meet faults in them and outside them, and finish them; a
+    record travels to the driver (which claims its faults on arrival) while its worker may be
+    killed (Ray restarts it; the record arrives or is lost) or lost for good (the driver takes
+    over). Whatever happens, every fault is written exactly once, and a record that arrives with
+    no restart since it left carries every fault its own attempt met."""
     budget = EndpointBudget({"user": 2})
     ledger = _Handle(budget)
+    cluster = RayCluster(None, "local", [], [], ledger, lambda endpoint, kind: written.update([kind]))
+    cluster.holders = {0: 0, 1: 1}
     noted: Counter[str] = Counter()
     written: Counter[str] = Counter()
+
+    async def arrive(h: int, claims: list[str], own: set[str], whole: bool) -> None:
+        faults = await ledger.claim.remote(h, claims)
+        if whole:
+            assert own <= {kind for _, kind in faults}  # its own faults, with it
+        written.update(kind for _, kind in faults)
 
     async def run() -> None:
         workers = {h: WorkerFaults(ledger, h) for h in (0, 1)}
         playing: dict[int, list[tuple[contextvars.Context, str, set[str]]]] = {0: [], 1: []}
+        sent: dict[int, list[tuple[list[str], set[str], bool]]] = {0: [], 1: []}  # on their way
         for n, (what, h, pick) in enumerate(events):
             fault = ("user", f"fault-{n}")  # each fault told apart by its kind
             if what == "start":
@@ -180,30 +197,31 @@ def test_each_fault_reaches_the_run_once_with_its_episode_though_workers_are_los
                 playing[h].append((context, context.run(WorkerFaults.begin), set()))
             elif what == "fault" and playing[h]:
                 context, _, own = playing[h][pick % len(playing[h])]
-                context.run(workers[h].note, *fault)
+                await _in(workers[h].note(*fault), context=context)
                 noted[fault[1]] += 1
                 own.add(fault[1])
             elif what == "loose":  # outside any episode (binding, say)
-                workers[h].note(*fault)
+                await workers[h].note(*fault)
                 noted[fault[1]] += 1
             elif what == "finish" and playing[h]:
                 _, attempt, own = playing[h].pop(pick % len(playing[h]))
-                record = workers[h].take(attempt)
-                assert own <= {kind for _, kind in record}  # its own faults, with it
-                written.update(kind for _, kind in record)
-            elif what == "restart":  # SIGKILLed; Ray starts its successor, which adopts
+                sent[h].append((workers[h].claims(attempt), own, True))
+            elif what == "arrive" and sent[h]:
+                await arrive(h, *sent[h].pop(pick % len(sent[h])))
+            elif what in ("restart", "lose"):  # SIGKILLed: each record on its way arrives or not
                 playing[h] = []
+                sent[h] = [(claims, own, False) for i, (claims, own, _) in enumerate(sent[h]) if pick >> i & 1]
                 workers[h] = WorkerFaults(ledger, h)
-                await workers[h].adopt()
-            elif what == "lose":  # gone for good: the driver writes what it had noted
-                playing[h] = []
-                written.update(kind for _, kind in budget.adopt(h))
-                workers[h] = WorkerFaults(ledger, h)  # another worker takes its slot
-        for h in (0, 1):  # the rest finish, then what is left with the ledger is the driver's
-            for _, attempt, _ in playing[h]:
-                written.update(kind for _, kind in workers[h].take(attempt))
-            written.update(kind for _, kind in workers[h].take("none"))
-        written.update(kind for h in (0, 1) for _, kind in budget.adopt(h))
+                if what == "restart":  # Ray starts its successor, which adopts
+                    await workers[h].adopt()
+                else:  # gone for good: the driver writes what it had noted; another takes its slot
+                    written.update(kind for _, kind in await ledger.adopt.remote(h))
+        for h in (0, 1):  # the rest finish and arrive, then what is left is the driver's
+            for claims, own, whole in sent[h]:
+                await arrive(h, claims, own, whole)
+            for _, attempt, own in playing[h]:
+                await arrive(h, workers[h].claims(attempt), own, True)
+        await cluster.sweep()
 
     asyncio.run(run())
     assert written == noted
@@ -212,22 +230,23 @@ def test_each_fault_reaches_the_run_once_with_its_episode_though_workers_are_los
 
 def test_a_record_carries_its_own_episodes_faults_not_another_ones() -> None:
     budget = EndpointBudget({"user": 2})
-    worker = WorkerFaults(_Handle(budget), 0)
+    ledger = _Handle(budget)
+    worker = WorkerFaults(ledger, 0)
 
     async def run() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         one, two = contextvars.Context(), contextvars.Context()  # two episodes in flight on one worker
         first, second = one.run(WorkerFaults.begin), two.run(WorkerFaults.begin)
-        one.run(worker.note, "user", "429")
-        two.run(worker.note, "judge", "timeout")
-        two.run(worker.note, "judge", "500")
-        # Noted with the ledger as they happened: a kill now would not lose them.
+        await _in(worker.note("user", "429"), context=one)
+        await _in(worker.note("judge", "timeout"), context=two)
+        await _in(worker.note("judge", "500"), context=two)
+        # With the ledger before each call went on: a kill now would not lose them.
         assert budget.pending == {0: {first: [("user", "429")], second: [("judge", "timeout"), ("judge", "500")]}}
-        return worker.take(first), worker.take(second)
+        return await ledger.claim.remote(0, worker.claims(first)), await ledger.claim.remote(0, worker.claims(second))
 
     first, second = asyncio.run(run())
     assert first == [("user", "429")]
     assert second == [("judge", "timeout"), ("judge", "500")]
-    assert not any(budget.pending.values())  # sent with their records: settled
+    assert not any(budget.pending.values())  # claimed with their records
 
 
 def test_the_driver_writes_at_the_end_what_no_record_carried() -> None:
@@ -239,13 +258,13 @@ def test_the_driver_writes_at_the_end_what_no_record_carried() -> None:
 
     async def run() -> None:
         first, second = WorkerFaults(ledger, 0), WorkerFaults(ledger, 1)
-        first.note("user", "timeout")  # after its last episode: no record will carry it
+        await first.note("user", "timeout")  # after its last episode: no record will carry it
         episode = contextvars.Context()
         attempt = episode.run(WorkerFaults.begin)
-        episode.run(second.note, "judge", "http_500")
-        second.take(attempt)  # sent with its record: not the driver's to write
+        await _in(second.note("judge", "http_500"), context=episode)
+        await ledger.claim.remote(1, second.claims(attempt))  # claimed with its record: not the sweep's
         restarted = WorkerFaults(ledger, 1)
-        episode.run(second.note, "judge", "http_429")  # the lost attempt's
+        await _in(second.note("judge", "http_429"), context=episode)  # the lost attempt's
         await restarted.adopt()  # ... adopted by a successor that then gets no episode
         await cluster.sweep()
 

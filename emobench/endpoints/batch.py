@@ -89,7 +89,7 @@ class BatchEndpoint:
         for key, (body, future) in pending.items():
             answer = answers.get(key)
             if answer is None:  # the batch expired before it: send it again
-                self.stats.fault("batch_expired")
+                await self.stats.fault("batch_expired")
                 self._pending[key] = (body, future)
             elif isinstance(answer, EndpointError):
                 future.set_exception(answer)

@@ -43,12 +43,14 @@ class Completion:
 class EndpointStats:
     calls: int = 0
     faults: Counter[str] = field(default_factory=Counter)
-    sink: Callable[[str], None] | None = None  # told of each fault as it happens (the run's fault log)
+    # Told of each fault as it happens (the run's fault log); an awaitable it returns is awaited
+    # before the call goes on, so a ledger in another process has heard before anything else can die.
+    sink: Callable[[str], Awaitable[None] | None] | None = None
 
-    def fault(self, kind: str) -> None:
+    async def fault(self, kind: str) -> None:
         self.faults[kind] += 1
-        if self.sink is not None:
-            self.sink(kind)
+        if self.sink is not None and (told := self.sink(kind)) is not None:
+            await told
 
 
 class ChatEndpoint(Protocol):
@@ -148,10 +150,10 @@ async def retry_transient(
             return min(exc.retry_after, policy.retry_after_cap_s)
         return float(wait_random_exponential(multiplier=policy.backoff_multiplier_s, max=policy.backoff_max_s)(state))
 
-    def count(state: RetryCallState) -> None:
+    async def count(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, TransientError):
-            stats.fault(exc.kind)
+            await stats.fault(exc.kind)
 
     attempts = 0
     try:

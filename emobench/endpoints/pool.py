@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
@@ -43,7 +43,7 @@ class EndpointPool:
         stack: AsyncExitStack,
         log_dir: Path,
         cache: ResponseCache | None = None,
-        on_fault: Callable[[str, str], None] | None = None,
+        on_fault: Callable[[str, str], Awaitable[None] | None] | None = None,
         wrap: Callable[[ChatEndpoint], ChatEndpoint] | None = None,
     ) -> None:
         self._stack = stack

@@ -5,9 +5,11 @@ Workers lease slots in batches and each keeps its even share of the cap, so a ca
 actor only when its worker has no slot left, and on a slot of its own when every slot is out. A
 restarted worker first gives back what its lost predecessor held, whose calls died with it.
 
-The same actor keeps the run's fault ledger: a worker tells it of each fault as it happens, and
-settles an episode's faults when it sends them with that episode's record; what a lost worker
-had not settled is taken over by its successor, or by the driver (ray_executor.py).
+The same actor keeps the run's fault ledger, the one place a fault is written down: a worker
+tells it of each fault, and waits for it to hear, before the call goes on; the driver claims an
+episode's faults when its record arrives. A successor takes over what its lost predecessor left
+unclaimed, the driver what is left at the end (ray_executor.py). Being one actor, the ledger
+hands each fault out once, whatever dies when.
 
 Nothing here imports Ray: the executor makes ``EndpointBudget`` an actor, and a gate only
 awaits the ``.remote`` calls of the handle it is given.
@@ -60,14 +62,14 @@ class EndpointBudget:
     def fault(self, holder: int, attempt: str, endpoint: str, kind: str) -> None:
         self.pending.setdefault(holder, {}).setdefault(attempt, []).append((endpoint, kind))
 
-    def settle(self, holder: int, attempts: list[str]) -> None:
-        """These attempts' faults left with their records: they are the driver's now."""
-        for attempt in attempts:
-            self.pending.get(holder, {}).pop(attempt, None)
+    def claim(self, holder: int, attempts: list[str]) -> list[tuple[str, str]]:
+        """The driver's, with these attempts' record: their faults, unless a successor took them."""
+        filed = self.pending.get(holder, {})
+        return [fault for attempt in attempts for fault in filed.pop(attempt, [])]
 
     def adopt(self, holder: int, attempt: str | None = None) -> list[tuple[str, str]]:
-        """The faults a lost worker had not settled. A successor files them under its own
-        `attempt` (settled when it sends them on); the driver, with none, takes them outright."""
+        """The faults a lost worker left unclaimed. A successor files them under its own
+        `attempt` (claimed with its next record); the driver, with none, takes them outright."""
         lost = [fault for faults in self.pending.pop(holder, {}).values() for fault in faults]
         if attempt is not None and lost:
             self.pending[holder] = {attempt: list(lost)}

@@ -8,9 +8,9 @@ episodes it is handed and returns their records; only the driver writes the run 
 
 - A worker that dies is restarted by Ray and its unfinished episodes are tried again; an episode
   whose record reached the driver is written once and never handed out again.
-- The faults a worker meets travel with the record of the episode that met them, and each is
-  also noted, as it happens, with the budget actor: what a lost worker had not sent its successor
-  sends with its next record, or the driver writes, if the worker is gone for good.
+- Each fault a worker meets is written down with the budget actor (its ledger) before the call
+  that met it goes on; the driver claims an episode's faults when its record arrives. What a lost
+  worker left unclaimed its successor's next record claims, or the driver, at the end.
 - Each role's ``max_concurrency`` holds across the cluster (emobench/run/ray_budget.py).
 - Keys are read by each worker from its own node's environment, as a local run reads them:
   nothing is put in Ray's ``runtime_env`` or in what is sent to a worker.
@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +80,10 @@ class Played:
 
     episode: bytes
     judgement: bytes
-    faults: list[tuple[str, str]]
+    claims: list[str]  # the attempts whose faults the ledger holds for this record
     calls: int
     turns: int
+    faults: list[tuple[str, str]] = field(default_factory=list)  # claimed by the driver
 
     def write(self, rd: RunDir) -> None:
         append_line(rd.episodes, self.episode)
@@ -96,20 +97,18 @@ _ATTEMPT: ContextVar[str | None] = ContextVar("emobench_ray_attempt", default=No
 
 
 class WorkerFaults:
-    """A worker's faults: each filed under the episode attempt whose call met it, and noted with
-    the ledger (the budget actor) as it happens, so that a worker killed mid-episode loses none.
-    An attempt's faults leave with its record and are settled with the ledger then."""
+    """A worker's faults, each filed with the ledger (the budget actor) under the episode attempt
+    whose call met it before that call goes on: a worker killed at any moment has told the ledger
+    of every fault it read. The worker keeps no copy, so nothing it holds can be lost or sent twice."""
 
     def __init__(self, ledger: Any, holder: int) -> None:
         self._ledger = ledger
         self._holder = holder
         self.loose = f"loose-{uuid.uuid4().hex}"  # met outside any episode, or a predecessor's
-        self._filed: dict[str, list[tuple[str, str]]] = {}
 
     async def adopt(self) -> None:
-        """Take over the faults a lost predecessor (same holder) had not sent."""
-        lost = await self._ledger.adopt.remote(self._holder, self.loose)
-        self._filed.setdefault(self.loose, []).extend((str(e), str(k)) for e, k in lost)
+        """Take over the faults a lost predecessor (same holder) left unclaimed."""
+        await self._ledger.adopt.remote(self._holder, self.loose)
 
     @staticmethod
     def begin() -> str:
@@ -118,17 +117,12 @@ class WorkerFaults:
         _ATTEMPT.set(attempt)
         return attempt
 
-    def note(self, endpoint: str, kind: str) -> None:
-        attempt = _ATTEMPT.get() or self.loose
-        self._filed.setdefault(attempt, []).append((endpoint, kind))
-        self._ledger.fault.remote(self._holder, attempt, endpoint, kind)  # not awaited: one way
+    async def note(self, endpoint: str, kind: str) -> None:
+        await self._ledger.fault.remote(self._holder, _ATTEMPT.get() or self.loose, endpoint, kind)
 
-    def take(self, attempt: str) -> list[tuple[str, str]]:
-        """This attempt's faults and any loose ones, to send with its record."""
-        faults = self._filed.pop(attempt, []) + self._filed.pop(self.loose, [])
-        if faults:  # sent before the record leaves: the ledger hears of it first
-            self._ledger.settle.remote(self._holder, [attempt, self.loose])
-        return faults
+    def claims(self, attempt: str) -> list[str]:
+        """What the driver claims with this attempt's record: its faults and any loose ones."""
+        return [attempt, self.loose]
 
 
 class EpisodeWorker:
@@ -195,11 +189,10 @@ class EpisodeWorker:
         roles = self._bound.episode_roles(self._bound.subjects[subject])
         episode = await run_episode(case, roles, self._prompts, seed, self._limits, self._spec.provenance)
         judgement = await judge_episode(self._panel, case, episode, self._limits)
-        faults = self._faults.take(attempt)
         calls = sum(c.stats.calls for c in self._pool.clients())
         new_calls, self._calls_seen = calls - self._calls_seen, calls
         records = episode.model_dump_json().encode(), judgement.model_dump_json().encode()
-        return Played(*records, faults, new_calls, len(episode.turns))
+        return Played(*records, self._faults.claims(attempt), new_calls, len(episode.turns))
 
 
 def refuse_vllm(config: RunConfig) -> None:
@@ -305,6 +298,8 @@ class RayCluster:
             finally:
                 self.busy[id(worker)] -= 1
             self.calls += played.calls
+            if self.budget is not None:
+                played = replace(played, faults=await self.budget.claim.remote(self.holders[id(worker)], played.claims))
             self.faults += len(played.faults)
             return played
         raise EndpointError("ray", "every worker was lost")
