@@ -31,6 +31,8 @@ def create(state: Any, body: dict[str, Any]) -> Reply:
     lines = state.files.get(body.get("input_file_id"), b"").splitlines()
     if not lines or body.get("endpoint") != "/v1/chat/completions":
         return 400, b'{"error": "an uploaded input file and the chat completions endpoint are required"}'
+    if len(lines) > state.batch_max_requests:
+        return 400, b'{"error": "too many requests in one batch"}'
     with state.lock:
         batch_id = f"batch_{len(state.batches)}"
         state.batches[batch_id] = {"id": batch_id, "object": "batch", "status": "in_progress", "polls": 0,

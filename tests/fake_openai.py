@@ -118,6 +118,7 @@ class FakeState:
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     batch_polls: int = 0  # polls a batch stays in progress
     batch_expire_after: int | None = None  # a batch then expires with this many answers
+    batch_max_requests: int = 50_000  # a larger input file is refused, as OpenAI refuses one
     batch_answered: int = 0
 
     def usage(self, body: dict[str, Any], completion: int) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from emobench.cli import app
@@ -93,6 +95,43 @@ def test_batch_judging_fills_the_same_records_without_a_direct_call(
     assert f"{len(calls)} of them in batches" in " ".join(res.output.split())  # the closing line says so
     made = len(server.state.batches) - batches
     assert made >= 1 and len((out / "batches.jsonl").read_text().splitlines()) == made
+
+
+def test_more_requests_than_a_batch_takes_go_in_several_batches_with_the_same_records(
+    server: FakeOpenAIServer, finished: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from emobench.endpoints import batch
+
+    run, panel, direct = finished
+    target = _copy(run, tmp_path / "run")
+    monkeypatch.setattr(batch, "MAX_REQUESTS", 3)
+    monkeypatch.setattr(server.state, "batch_max_requests", 3)  # a larger input file is refused
+    batches = len(server.state.batches)
+    res = _cli("judge", str(target), "--panel", str(panel), "--no-cache", "--batch", "--batch-poll", "0.05")
+    assert res.exit_code == 0, res.output
+    made = list(server.state.batches.values())[batches:]
+    assert all(len(b["requests"]) <= 3 for b in made)
+    assert len(made) > 2 and sum(len(b["requests"]) for b in made) > 3 * 2  # some wave needed several
+    assert _records(target / "panels" / "batch") == _records(direct)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(1, 40), max_size=30), most=st.integers(1, 6), limit=st.integers(1, 60))
+def test_split_keeps_every_line_in_order_in_as_few_files_as_the_limits_allow(sizes: list[int], most: int, limit: int) -> None:
+    from emobench.endpoints import batch
+
+    lines = {f"k{i}": b"x" * n for i, n in enumerate(sizes)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batch, "MAX_REQUESTS", most)
+        patch.setattr(batch, "MAX_BYTES", limit)
+        parts = batch.split(lines)
+    assert [k for part in parts for k in part] == list(lines)
+    weight = [sum(len(line) + 1 for line in part.values()) for part in parts]
+    for part, size in zip(parts, weight, strict=True):
+        assert len(part) <= most and (size <= limit or len(part) == 1)  # a line past the limit goes alone
+    for part, size, after in zip(parts, weight, parts[1:], strict=False):  # each file is as full as it may be
+        first = next(iter(after.values()))
+        assert len(part) == most or size + len(first) + 1 > limit
 
 
 def test_a_killed_batch_judge_resumes_its_batch(server: FakeOpenAIServer, finished: tuple[Path, Path, Path],

@@ -5,8 +5,9 @@ per-turn replay, holistic rubric and pairwise comparisons; `emobench run --batch
 holistic rubric and pairwise comparisons, run/batch_judging.py) asks through this endpoint as it asks
 any other: each request waits while the judging stage queues the rest, and once no new one has
 come for a moment, all of them go as one batch (a JSONL file uploaded to ``/files``, then
-``/batches``). The batch is polled until it ends, and each request gets its answer from the
-output file. So the judging code and the records are the same as without --batch.
+``/batches``), or as several where one would pass OpenAI's limits (50,000 requests, 200 MB).
+The batch is polled until it ends, and each request gets its answer from the output file. So the
+judging code and the records are the same as without --batch.
 
 A batch may take up to its completion window (24 hours) to finish. Its id and the requests in it
 are appended to the ledger (``batches.jsonl`` in the output folder) as soon as it is created, so
@@ -33,6 +34,9 @@ from emobench.records import Sampling
 
 WINDOW = "24h"
 QUIET_S = 0.5  # no new request for this long: the judging stage has queued what it can
+# OpenAI's limits on one batch's input file: more requests than this go in several batches.
+MAX_REQUESTS = 50_000
+MAX_BYTES = 200 * 1024 * 1024
 ENDED = ("completed", "expired", "failed", "cancelled")
 Answer = Completion | EndpointError
 
@@ -81,8 +85,9 @@ class BatchEndpoint:
             await asyncio.sleep(QUIET_S)
         pending, self._pending = self._pending, {}
         try:
-            batch = await self._submit({key: body for key, (body, _) in pending.items()})
-            answers = await self._finished(batch)
+            batches = [await self._submit(part) for part in split(_lines(pending))]
+            answers = {key: answer for done in await asyncio.gather(*map(self._finished, batches))
+                       for key, answer in done.items()}
         except Exception as exc:  # every waiting request hears of it, or it would wait for ever
             failed = exc if isinstance(exc, EndpointError) else EndpointError(self.name, f"batch: {exc!r}")
             answers = dict.fromkeys(pending, failed)
@@ -98,20 +103,17 @@ class BatchEndpoint:
         if self._pending:
             self._flusher = asyncio.create_task(self._flush())
 
-    async def _submit(self, bodies: dict[str, bytes]) -> str:
-        lines = b"\n".join(
-            b'{"custom_id":"%s","method":"POST","url":"/v1/chat/completions","body":%s}' % (key.encode(), body)
-            for key, body in bodies.items())
+    async def _submit(self, lines: dict[str, bytes]) -> str:
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
-        form.add_field("file", lines, filename="requests.jsonl", content_type="application/jsonl")
+        form.add_field("file", b"\n".join(lines.values()), filename="requests.jsonl", content_type="application/jsonl")
         uploaded = await self._call("POST", "/files", data=form)
         created = await self._call("POST", "/batches", json={
             "input_file_id": uploaded["id"], "endpoint": "/v1/chat/completions", "completion_window": WINDOW})
         batch = str(created["id"])
         with self._ledger.open("ab") as ledger:  # before the wait: a killed command finds this batch again
-            ledger.write(orjson.dumps({"batch": batch, "keys": list(bodies)}) + b"\n")
-        self._known |= dict.fromkeys(bodies, batch)
+            ledger.write(orjson.dumps({"batch": batch, "keys": list(lines)}) + b"\n")
+        self._known |= dict.fromkeys(lines, batch)
         return batch
 
     def _finished(self, batch: str) -> asyncio.Task[dict[str, Answer]]:
@@ -165,6 +167,25 @@ class BatchEndpoint:
         if self._session is not None:
             await self._session.close()
         await self.inner.aclose()
+
+
+def _lines(pending: dict[str, tuple[bytes, Any]]) -> dict[str, bytes]:
+    """Each request's line of a batch's input file."""
+    return {key: b'{"custom_id":"%s","method":"POST","url":"/v1/chat/completions","body":%s}' % (key.encode(), body)
+            for key, (body, _) in pending.items()}
+
+
+def split(lines: dict[str, bytes]) -> list[dict[str, bytes]]:
+    """The lines in order, in as few input files as OpenAI's limits allow (requests and bytes)."""
+    parts: list[dict[str, bytes]] = [{}]
+    size = 0
+    for key, line in lines.items():
+        if parts[-1] and (len(parts[-1]) == MAX_REQUESTS or size + len(line) + 1 > MAX_BYTES):
+            parts.append({})
+            size = 0
+        parts[-1][key] = line
+        size += len(line) + 1
+    return parts
 
 
 def batched(client: Any, ledger: Path, poll_s: float) -> BatchEndpoint:
