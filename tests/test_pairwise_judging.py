@@ -276,6 +276,8 @@ def test_holistic_and_pairwise_prompts_begin_as_the_last_per_turn_prompt(
     last = judge_messages(load_template(judges / "mdep.j2"), case, transcript, episode.turns[-1].reply)
     prefix = last[1]["content"].split("\nCONVERSATION>>>")[0]
     assert prefix.endswith(episode.turns[-1].reply)
+    # Nothing fixed after what varies: the per-turn task is the system block's, and the prompt ends with the conversation.
+    assert last[1]["content"].rstrip().endswith("CONVERSATION>>>")
     holistic = holistic_messages(load_template(judges / "holistic.j2"), case, episode)
     pairwise = pairwise_messages(load_template(judges / "pairwise.j2"), case, episode, other)
     for messages in (holistic, pairwise):
